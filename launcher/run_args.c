@@ -1,0 +1,350 @@
+/* Flag parsing for `hvdsparse run`: launcher flags plus runtime knobs exported to workers. */
+#include "run_args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef enum { K_STR, K_INT, K_NUM, K_MB, K_TRUE, K_FALSE, K_LOGLEVEL } knob_kind_t;
+
+/* Flags that only set a runtime knob, as horovodrun's config_parser does. */
+static const struct {
+  const char* flag;
+  const char* suffix;
+  knob_kind_t kind;
+} knob_flags[] = {
+    {"--start-timeout", "START_TIMEOUT", K_NUM},
+    {"--log-level", "LOG_LEVEL", K_LOGLEVEL},
+    {"--log-without-timestamp", "LOG_HIDE_TIME", K_TRUE},
+    {"--timeline-filename", "TIMELINE", K_STR},
+    {"--timeline-mark-cycles", "TIMELINE_MARK_CYCLES", K_TRUE},
+    {"--fusion-threshold-mb", "FUSION_THRESHOLD", K_MB},
+    {"--cycle-time-ms", "CYCLE_TIME", K_NUM},
+    {"--cache-capacity", "CACHE_CAPACITY", K_INT},
+    {"--hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_TRUE},
+    {"--no-hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_FALSE},
+    {"--autotune", "AUTOTUNE", K_TRUE},
+    {"--no-stall-check", "STALL_CHECK_DISABLE", K_TRUE},
+    {"--stall-check-warning-time-seconds", "STALL_CHECK_TIME_SECONDS", K_NUM},
+    {"--stall-check-shutdown-time-seconds", "STALL_SHUTDOWN_TIME_SECONDS", K_NUM},
+    {"--gloo-timeout-seconds", "GLOO_TIMEOUT_SECONDS", K_NUM},
+};
+
+hvds_result_t hvds__env_list_set(hvds_env_list_t* list, const char* name, const char* value) {
+  char* n = strdup(name);
+  char* v = value ? strdup(value) : NULL;
+  if (n == NULL || (value && v == NULL)) goto oom;
+  for (int i = 0; i < list->n; i++) {
+    if (strcmp(list->items[i].name, name) == 0) {
+      free(list->items[i].name);
+      free(list->items[i].value);
+      list->items[i].name = n;
+      list->items[i].value = v;
+      return HVDS_SUCCESS;
+    }
+  }
+  if (list->n == list->cap) {
+    int cap = list->cap ? list->cap * 2 : 16;
+    hvds_env_kv_t* items = realloc(list->items, (size_t)cap * sizeof(*items));
+    if (items == NULL) goto oom;
+    list->items = items;
+    list->cap = cap;
+  }
+  list->items[list->n].name = n;
+  list->items[list->n].value = v;
+  list->n++;
+  return HVDS_SUCCESS;
+oom:
+  free(n);
+  free(v);
+  return HVDS_SYSTEM_ERROR;
+}
+
+const char* hvds__env_list_get(const hvds_env_list_t* list, const char* name) {
+  for (int i = 0; i < list->n; i++)
+    if (strcmp(list->items[i].name, name) == 0) return list->items[i].value;
+  return NULL;
+}
+
+void hvds__env_list_free(hvds_env_list_t* list) {
+  if (list == NULL) return;
+  for (int i = 0; i < list->n; i++) {
+    free(list->items[i].name);
+    free(list->items[i].value);
+  }
+  free(list->items);
+  list->items = NULL;
+  list->n = list->cap = 0;
+}
+
+static int parse_double(const char* s, double* out) {
+  char* end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_int(const char* s, long long* out) {
+  char* end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+/* Turns a knob flag's text into the value exported to workers. */
+static hvds_result_t knob_value(knob_kind_t kind, const char* text, char* buf, size_t buflen) {
+  double d;
+  long long i;
+  switch (kind) {
+    case K_TRUE:
+      snprintf(buf, buflen, "1");
+      return HVDS_SUCCESS;
+    case K_FALSE:
+      snprintf(buf, buflen, "0");
+      return HVDS_SUCCESS;
+    case K_STR:
+      snprintf(buf, buflen, "%s", text);
+      return HVDS_SUCCESS;
+    case K_INT:
+      if (parse_int(text, &i) != 0) return HVDS_INVALID_ARGUMENT;
+      snprintf(buf, buflen, "%lld", i);
+      return HVDS_SUCCESS;
+    case K_NUM:
+      if (parse_double(text, &d) != 0) return HVDS_INVALID_ARGUMENT;
+      snprintf(buf, buflen, "%s", text);
+      return HVDS_SUCCESS;
+    case K_MB:
+      if (parse_double(text, &d) != 0 || d > 1e12) return HVDS_INVALID_ARGUMENT;
+      snprintf(buf, buflen, "%lld", (long long)llround(d * 1048576.0));
+      return HVDS_SUCCESS;
+    case K_LOGLEVEL:
+      if (hvds__log_parse_level(text) < 0) return HVDS_INVALID_ARGUMENT;
+      snprintf(buf, buflen, "%s", text);
+      return HVDS_SUCCESS;
+  }
+  return HVDS_INVALID_ARGUMENT;
+}
+
+static int takes_value(knob_kind_t kind) { return kind != K_TRUE && kind != K_FALSE; }
+
+/* Matches word against flag, alone or as "flag=value" (then *inline_value is set). */
+static int flag_is(const char* word, const char* flag, const char** inline_value) {
+  size_t n = strlen(flag);
+  if (strncmp(word, flag, n) != 0) return 0;
+  if (word[n] == '\0') return 1;
+  if (word[n] == '=' && inline_value) {
+    *inline_value = word + n + 1;
+    return 1;
+  }
+  return 0;
+}
+
+typedef struct {
+  int argc;
+  char** argv;
+  int i;                    /* index of the current word */
+  const char* inline_value; /* value given as --flag=value */
+  char* err;
+  size_t errlen;
+} cursor_t;
+
+/* The current flag's value: the inline one, else the next word. */
+static const char* value_of(cursor_t* c) {
+  if (c->inline_value) return c->inline_value;
+  if (c->i + 1 >= c->argc) {
+    snprintf(c->err, c->errlen, "flag %s needs a value", c->argv[c->i]);
+    return NULL;
+  }
+  return c->argv[++c->i];
+}
+
+static hvds_result_t set_knob(hvds_run_args_t* a, const char* suffix, const char* value) {
+  return hvds__env_list_set(&a->knobs, suffix, value);
+}
+
+/* Handles the knob flags; returns 1 when the word was one (rc set), 0 otherwise. */
+static int parse_knob_flag(cursor_t* c, hvds_run_args_t* a, hvds_result_t* rc) {
+  const char* word = c->argv[c->i];
+  for (size_t k = 0; k < sizeof(knob_flags) / sizeof(knob_flags[0]); k++) {
+    c->inline_value = NULL;
+    int with_value = takes_value(knob_flags[k].kind);
+    if (!flag_is(word, knob_flags[k].flag, with_value ? &c->inline_value : NULL)) continue;
+    const char* text = with_value ? value_of(c) : "";
+    if (text == NULL) {
+      *rc = HVDS_INVALID_ARGUMENT;
+      return 1;
+    }
+    char buf[4096];
+    if (knob_value(knob_flags[k].kind, text, buf, sizeof(buf)) != HVDS_SUCCESS) {
+      snprintf(c->err, c->errlen, "invalid value '%s' for %s", text, knob_flags[k].flag);
+      *rc = HVDS_INVALID_ARGUMENT;
+      return 1;
+    }
+    if (strcmp(knob_flags[k].suffix, "START_TIMEOUT") == 0) a->start_timeout = strtod(buf, NULL);
+    *rc = set_knob(a, knob_flags[k].suffix, buf);
+    return 1;
+  }
+  return 0;
+}
+
+static hvds_result_t parse_x(cursor_t* c, hvds_run_args_t* a) {
+  const char* v = value_of(c);
+  if (v == NULL) return HVDS_INVALID_ARGUMENT;
+  const char* eq = strchr(v, '=');
+  size_t name_len = eq ? (size_t)(eq - v) : strlen(v);
+  if (name_len == 0 || name_len > 255) {
+    snprintf(c->err, c->errlen, "invalid -x argument '%s'", v);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  char name[256];
+  memcpy(name, v, name_len);
+  name[name_len] = '\0';
+  return hvds__env_list_set(&a->xvars, name, eq ? eq + 1 : NULL);
+}
+
+/* Handles one launcher flag at c->i; HVDS_NOT_SUPPORTED when the word is no known flag. */
+static hvds_result_t parse_flag(cursor_t* c, hvds_run_args_t* a) {
+  const char* w = c->argv[c->i];
+  const char* v;
+  long long n;
+  c->inline_value = NULL;
+#define VALUE_FLAG(f1, f2) \
+  (flag_is(w, f1, &c->inline_value) || (f2 != NULL && flag_is(w, f2, &c->inline_value)))
+#define NEED(v)                                      \
+  do {                                               \
+    if (((v) = value_of(c)) == NULL) return HVDS_INVALID_ARGUMENT; \
+  } while (0)
+  if (VALUE_FLAG("-np", "--num-proc")) {
+    NEED(v);
+    if (parse_int(v, &n) != 0 || n <= 0 || n > 1000000) {
+      snprintf(c->err, c->errlen, "invalid -np '%s'", v);
+      return HVDS_INVALID_ARGUMENT;
+    }
+    a->np = (int)n;
+  } else if (VALUE_FLAG("-H", "--hosts")) {
+    NEED(a->hosts);
+  } else if (VALUE_FLAG("-hostfile", "--hostfile")) {
+    NEED(a->hostfile);
+  } else if (VALUE_FLAG("-p", "--ssh-port")) {
+    NEED(v);
+    if (parse_int(v, &n) != 0 || n <= 0 || n > 65535) {
+      snprintf(c->err, c->errlen, "invalid ssh port '%s'", v);
+      return HVDS_INVALID_ARGUMENT;
+    }
+    a->ssh_port = (int)n;
+  } else if (VALUE_FLAG("-i", "--ssh-identity-file")) {
+    NEED(a->ssh_identity);
+  } else if (VALUE_FLAG("--output-filename", NULL)) {
+    NEED(a->output_filename);
+  } else if (VALUE_FLAG("--rsh", NULL)) {
+    NEED(a->rsh);
+  } else if (VALUE_FLAG("--rendezvous-addr", NULL)) {
+    NEED(a->rendezvous_addr);
+  } else if (VALUE_FLAG("--network-interfaces", "--network-interface")) {
+    NEED(a->network_interfaces);
+    char first[256];
+    snprintf(first, sizeof(first), "%.*s", (int)strcspn(a->network_interfaces, ","),
+             a->network_interfaces);
+    return set_knob(a, "GLOO_IFACE", first);
+  } else if (VALUE_FLAG("-x", NULL)) {
+    return parse_x(c, a);
+  } else if (flag_is(w, "--verbose", NULL)) {
+    a->verbose = 1;
+  } else if (flag_is(w, "--horovod-alias", NULL)) {
+    a->horovod_alias = 1;
+  } else if (flag_is(w, "--gloo", NULL)) {
+    // The only controller; accepted for horovodrun command lines.
+  } else if (flag_is(w, "-h", NULL) || flag_is(w, "--help", NULL)) {
+    a->help = 1;
+  } else if (flag_is(w, "-v", NULL) || flag_is(w, "--version", NULL)) {
+    a->version = 1;
+  } else {
+    return HVDS_NOT_SUPPORTED;
+  }
+#undef VALUE_FLAG
+#undef NEED
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, char* err,
+                                   size_t errlen) {
+  memset(out, 0, sizeof(*out));
+  out->start_timeout = -1;
+  cursor_t c = {argc, argv, 0, NULL, err, errlen};
+  hvds_result_t rc = HVDS_SUCCESS;
+  for (; c.i < argc && rc == HVDS_SUCCESS; c.i++) {
+    const char* w = argv[c.i];
+    if (strcmp(w, "--") == 0) {
+      c.i++;
+      break;
+    }
+    if (w[0] != '-' || w[1] == '\0') break;  // first non-flag word: the command starts
+    if (parse_knob_flag(&c, out, &rc)) continue;
+    rc = parse_flag(&c, out);
+    if (rc == HVDS_NOT_SUPPORTED) {
+      snprintf(err, errlen, "unknown flag %s (see hvdsparse run --help)", w);
+      rc = HVDS_INVALID_ARGUMENT;
+    }
+  }
+  if (rc != HVDS_SUCCESS) {
+    hvds__run_args_free(out);
+    return rc;
+  }
+  out->command = argv + c.i;
+  out->ncommand = argc - c.i;
+  if (out->help || out->version) return HVDS_SUCCESS;
+  if (out->ncommand == 0) {
+    snprintf(err, errlen, "no command given (usage: hvdsparse run -np N command ...)");
+    rc = HVDS_INVALID_ARGUMENT;
+  } else if (out->hosts && out->hostfile) {
+    snprintf(err, errlen, "-H and --hostfile are mutually exclusive");
+    rc = HVDS_INVALID_ARGUMENT;
+  } else if (out->np == 0 && !out->hosts && !out->hostfile) {
+    snprintf(err, errlen, "-np is required");
+    rc = HVDS_INVALID_ARGUMENT;
+  }
+  if (rc != HVDS_SUCCESS) hvds__run_args_free(out);
+  return rc;
+}
+
+void hvds__run_args_free(hvds_run_args_t* args) {
+  if (args == NULL) return;
+  hvds__env_list_free(&args->knobs);
+  hvds__env_list_free(&args->xvars);
+}
+
+void hvds__run_args_usage(FILE* f) {
+  fputs(
+      "usage: hvdsparse run -np N [-H host1:2,host2:2 | --hostfile FILE] [flags] command ...\n"
+      "\n"
+      "Launcher flags:\n"
+      "  -np, --num-proc N               number of worker processes\n"
+      "  -H, --hosts LIST                host1:slots,host2:slots (default localhost:N)\n"
+      "  --hostfile FILE                 lines of 'host slots=N'\n"
+      "  -p, --ssh-port PORT             ssh port of remote hosts\n"
+      "  -i, --ssh-identity-file FILE    ssh identity of remote hosts\n"
+      "  --rsh CMD                       agent for remote hosts instead of ssh, e.g. 'ip netns exec'\n"
+      "  --start-timeout S               seconds to wait for every rank at start (default 30)\n"
+      "  --network-interfaces A,B        interfaces for the data plane; A also serves rendezvous\n"
+      "  --rendezvous-addr ADDR          address the rendezvous store listens on\n"
+      "  --output-filename DIR           also write DIR/rank.N/stdout and stderr\n"
+      "  -x VAR[=VALUE]                  forward (or set) an environment variable\n"
+      "  --verbose                       print the host assignment and rendezvous progress\n"
+      "  --horovod-alias                 make 'import horovod.*' load hvdsparse\n"
+      "  -h, --help / -v, --version\n"
+      "\n"
+      "Runtime knobs (exported as HVDSPARSE_* and HOROVOD_*):\n"
+      "  --fusion-threshold-mb N, --cycle-time-ms F, --cache-capacity N, --autotune,\n"
+      "  --hierarchical-allreduce, --no-hierarchical-allreduce, --timeline-filename F,\n"
+      "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
+      "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
+      "  --log-without-timestamp\n",
+      f);
+}

@@ -1,0 +1,62 @@
+/* Command line of `hvdsparse run`, mirroring horovodrun's flags. */
+#ifndef HVDS_LAUNCHER_RUN_ARGS_H_
+#define HVDS_LAUNCHER_RUN_ARGS_H_
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "include/hvdsparse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One environment assignment. Both strings are owned by the list that holds them. */
+typedef struct {
+  char* name;
+  char* value; /* NULL in a -x list: forward the launcher's own value */
+} hvds_env_kv_t;
+
+typedef struct {
+  hvds_env_kv_t* items;
+  int n, cap;
+} hvds_env_list_t;
+
+/* Sets name=value, replacing an earlier entry of the same name; copies both (value may be NULL). */
+hvds_result_t hvds__env_list_set(hvds_env_list_t* list, const char* name, const char* value);
+/* The value set for name, or NULL. */
+const char* hvds__env_list_get(const hvds_env_list_t* list, const char* name);
+void hvds__env_list_free(hvds_env_list_t* list);
+
+typedef struct {
+  int np;                         /* -np; 0 when absent */
+  const char* hosts;              /* -H, or NULL */
+  const char* hostfile;           /* --hostfile, or NULL */
+  double start_timeout;           /* --start-timeout; < 0 when absent */
+  int verbose;
+  const char* output_filename;    /* --output-filename DIR */
+  const char* rsh;                /* --rsh agent, or NULL for ssh */
+  int ssh_port;                   /* -p; 0 when absent */
+  const char* ssh_identity;       /* -i */
+  const char* rendezvous_addr;    /* --rendezvous-addr */
+  const char* network_interfaces; /* --network-interfaces "a,b" */
+  int horovod_alias;
+  int help, version;
+  hvds_env_list_t knobs;          /* suffix -> value, exported as HVDSPARSE_<s> and HOROVOD_<s> */
+  hvds_env_list_t xvars;          /* -x NAME[=VALUE] */
+  char** command;                 /* points into argv; NULL-terminated there */
+  int ncommand;
+} hvds_run_args_t;
+
+/* Parses the words after "run" (argv[0] is the first flag). Flags stop at the first word that
+ * is not a flag; the rest is the command. Strings point into argv except in the lists, which
+ * the caller releases with hvds__run_args_free(). On error err says why. */
+hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out /* OUT */,
+                                   char* err, size_t errlen);
+void hvds__run_args_free(hvds_run_args_t* args);
+void hvds__run_args_usage(FILE* f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_LAUNCHER_RUN_ARGS_H_ */

@@ -1,0 +1,340 @@
+/* Starting workers: environment, command line (local, ssh, or an rsh agent), fork and exec. */
+#define _GNU_SOURCE
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "log.h"
+
+static hvds_result_t random_hex(char* out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof(raw)) return HVDS_INVALID_ARGUMENT;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return HVDS_SYSTEM_ERROR;
+  size_t got = 0;
+  while (got < nbytes) {
+    ssize_t n = read(fd, raw + got, nbytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(fd);
+  if (got < nbytes) return HVDS_SYSTEM_ERROR;
+  for (size_t i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", raw[i]);
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__job_make_ids(hvds_job_t* job) {
+  if (random_hex(job->secret, 32) != HVDS_SUCCESS || random_hex(job->job_id, 8) != HVDS_SUCCESS) {
+    HVDS_ERROR("cannot read /dev/urandom for the job secret");
+    return HVDS_SYSTEM_ERROR;
+  }
+  return HVDS_SUCCESS;
+}
+
+/* Sets HVDSPARSE_<suffix> and HOROVOD_<suffix>. */
+static hvds_result_t set_both(hvds_env_list_t* env, const char* suffix, const char* value) {
+  char name[256];
+  snprintf(name, sizeof(name), "HVDSPARSE_%s", suffix);
+  hvds_result_t rc = hvds__env_list_set(env, name, value);
+  if (rc != HVDS_SUCCESS) return rc;
+  snprintf(name, sizeof(name), "HOROVOD_%s", suffix);
+  return hvds__env_list_set(env, name, value);
+}
+
+static hvds_result_t set_both_int(hvds_env_list_t* env, const char* suffix, long long v) {
+  char text[32];
+  snprintf(text, sizeof(text), "%lld", v);
+  return set_both(env, suffix, text);
+}
+
+static hvds_result_t add_identity(const hvds_job_t* job, const hvds_slot_t* s,
+                                  hvds_env_list_t* env) {
+  hvds_result_t rc = HVDS_SUCCESS;
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "RANK", s->rank);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "SIZE", s->size);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "LOCAL_RANK", s->local_rank);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "LOCAL_SIZE", s->local_size);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "CROSS_RANK", s->cross_rank);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "CROSS_SIZE", s->cross_size);
+  if (rc == HVDS_SUCCESS) rc = set_both(env, "HOSTNAME", s->hostname);
+  if (rc == HVDS_SUCCESS) rc = set_both(env, "GLOO_RENDEZVOUS_ADDR", job->store_addr);
+  if (rc == HVDS_SUCCESS) rc = set_both_int(env, "GLOO_RENDEZVOUS_PORT", job->store_port);
+  if (rc == HVDS_SUCCESS) rc = set_both(env, "SECRET", job->secret);
+  if (rc == HVDS_SUCCESS) rc = set_both(env, "JOB_ID", job->job_id);
+  if (rc == HVDS_SUCCESS) rc = hvds__env_list_set(env, "HOROVOD_CONTROLLER", "gloo");
+  if (rc == HVDS_SUCCESS) rc = hvds__env_list_set(env, "HOROVOD_CPU_OPERATIONS", "gloo");
+  return rc;
+}
+
+hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t* env) {
+  memset(env, 0, sizeof(*env));
+  const hvds_run_args_t* a = job->args;
+  hvds_result_t rc = HVDS_SUCCESS;
+  // -x first, so that flags and the job's identity win over a stray -x HOROVOD_RANK=...
+  for (int i = 0; i < a->xvars.n && rc == HVDS_SUCCESS; i++) {
+    const char* v = a->xvars.items[i].value;
+    if (v == NULL) v = hvds__launcher_getenv(a->xvars.items[i].name);
+    if (v == NULL) {
+      HVDS_WARN("-x %s: not set in the launcher's environment; not forwarded",
+                a->xvars.items[i].name);
+      continue;
+    }
+    rc = hvds__env_list_set(env, a->xvars.items[i].name, v);
+  }
+  if (rc == HVDS_SUCCESS) rc = hvds__env_list_set(env, "PYTHONUNBUFFERED", "1");
+  for (int i = 0; i < a->knobs.n && rc == HVDS_SUCCESS; i++)
+    rc = set_both(env, a->knobs.items[i].name, a->knobs.items[i].value);
+  // TODO(lead): also prepend the CMake-configured frameworks/alias directory to PYTHONPATH.
+  if (rc == HVDS_SUCCESS && a->horovod_alias) rc = set_both(env, "HOROVOD_ALIAS", "1");
+  if (rc == HVDS_SUCCESS) rc = add_identity(job, &job->slots[rank], env);
+  if (rc != HVDS_SUCCESS) hvds__env_list_free(env);
+  return rc;
+}
+
+void hvds__argv_free(char** argv) {
+  if (argv == NULL) return;
+  for (char** p = argv; *p; p++) free(*p);
+  free(argv);
+}
+
+typedef struct {
+  char** v;
+  int n, cap;
+  int failed;
+} argv_builder_t;
+
+static void push(argv_builder_t* b, const char* s) {
+  if (b->failed) return;
+  if (b->n + 2 > b->cap) {
+    int cap = b->cap ? b->cap * 2 : 32;
+    char** v = realloc(b->v, (size_t)cap * sizeof(*v));
+    if (v == NULL) {
+      b->failed = 1;
+      return;
+    }
+    b->v = v;
+    b->cap = cap;
+  }
+  char* copy = strdup(s);
+  if (copy == NULL) {
+    b->failed = 1;
+    return;
+  }
+  b->v[b->n++] = copy;
+  b->v[b->n] = NULL;
+}
+
+static void push_kv(argv_builder_t* b, const char* name, const char* value) {
+  size_t len = strlen(name) + strlen(value) + 2;
+  char* kv = malloc(len);
+  if (kv == NULL) {
+    b->failed = 1;
+    return;
+  }
+  snprintf(kv, len, "%s=%s", name, value);
+  push(b, kv);
+  free(kv);
+}
+
+/* Appends s to the growing string *out, single-quoted for a POSIX shell. */
+static int append_quoted(char** out, size_t* len, const char* s, int quote) {
+  size_t need = *len + 4 * strlen(s) + 4;
+  char* p = realloc(*out, need);
+  if (p == NULL) return -1;
+  *out = p;
+  p += *len;
+  if (quote) *p++ = '\'';
+  for (const char* c = s; *c; c++) {
+    if (quote && *c == '\'') {
+      memcpy(p, "'\\''", 4);
+      p += 4;
+    } else {
+      *p++ = *c;
+    }
+  }
+  if (quote) *p++ = '\'';
+  *p = '\0';
+  *len = (size_t)(p - *out);
+  return 0;
+}
+
+/* Variables of the launcher's environment that travel to ssh workers besides the job's own. */
+static int forwarded_over_ssh(const char* entry) {
+  return strncmp(entry, "HVDSPARSE_", 10) == 0 || strncmp(entry, "HOROVOD_", 8) == 0 ||
+         strncmp(entry, "NCCL_", 5) == 0;
+}
+
+/* The remote shell line: cd <cwd> >/dev/null 2>&1; env VAR=... <cmd>. */
+static char* ssh_command_line(const hvds_job_t* job, const hvds_env_list_t* env) {
+  char* line = NULL;
+  size_t len = 0;
+  int bad = append_quoted(&line, &len, "cd ", 0) || append_quoted(&line, &len, job->cwd, 1) ||
+            append_quoted(&line, &len, " >/dev/null 2>&1; env", 0);
+  for (char** e = hvds__launcher_environ(); *e && !bad; e++) {
+    const char* eq = strchr(*e, '=');
+    if (!forwarded_over_ssh(*e) || eq == NULL) continue;
+    char name[256];
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - *e), *e);
+    if (hvds__env_list_get(env, name) != NULL) continue;  // the job's value wins
+    bad = append_quoted(&line, &len, " ", 0) || append_quoted(&line, &len, *e, 1);
+  }
+  for (int i = 0; i < env->n && !bad; i++) {
+    bad = append_quoted(&line, &len, " ", 0) ||
+          append_quoted(&line, &len, env->items[i].name, 0) ||
+          append_quoted(&line, &len, "=", 0) ||
+          append_quoted(&line, &len, env->items[i].value, 1);
+  }
+  for (int i = 0; i < job->args->ncommand && !bad; i++)
+    bad = append_quoted(&line, &len, " ", 0) ||
+          append_quoted(&line, &len, job->args->command[i], 1);
+  if (bad) {
+    free(line);
+    return NULL;
+  }
+  return line;
+}
+
+hvds_result_t hvds__worker_argv(const hvds_job_t* job, int rank, const hvds_env_list_t* env,
+                                char*** argv) {
+  const hvds_run_args_t* a = job->args;
+  const char* host = job->slots[rank].hostname;
+  argv_builder_t b = {0};
+  if (hvds__host_is_local(host)) {
+    for (int i = 0; i < a->ncommand; i++) push(&b, a->command[i]);
+  } else if (a->rsh != NULL) {
+    // Agent words, host, then env VAR=... command: argv all the way, no shell quoting.
+    char* agent = strdup(a->rsh);
+    char* save = NULL;
+    if (agent == NULL) b.failed = 1;
+    for (char* w = agent ? strtok_r(agent, " \t", &save) : NULL; w; w = strtok_r(NULL, " \t", &save))
+      push(&b, w);
+    free(agent);
+    push(&b, host);
+    push(&b, "env");
+    for (int i = 0; i < env->n; i++) push_kv(&b, env->items[i].name, env->items[i].value);
+    for (int i = 0; i < a->ncommand; i++) push(&b, a->command[i]);
+  } else {
+    push(&b, "ssh");
+    push(&b, "-o");
+    push(&b, "PasswordAuthentication=no");
+    push(&b, "-o");
+    push(&b, "StrictHostKeyChecking=no");
+    if (a->ssh_port > 0) {
+      char port[16];
+      snprintf(port, sizeof(port), "%d", a->ssh_port);
+      push(&b, "-p");
+      push(&b, port);
+    }
+    if (a->ssh_identity) {
+      push(&b, "-i");
+      push(&b, a->ssh_identity);
+    }
+    push(&b, host);
+    char* line = ssh_command_line(job, env);
+    if (line == NULL) b.failed = 1;
+    if (line) push(&b, line);
+    free(line);
+  }
+  if (b.failed || b.n == 0) {
+    hvds__argv_free(b.v);
+    return HVDS_SYSTEM_ERROR;
+  }
+  *argv = b.v;
+  return HVDS_SUCCESS;
+}
+
+/* The launcher's environment with env's variables replacing or added. */
+static char** merged_envp(const hvds_env_list_t* env) {
+  argv_builder_t b = {0};
+  for (char** e = hvds__launcher_environ(); *e; e++) {
+    const char* eq = strchr(*e, '=');
+    size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+    int overridden = 0;
+    for (int i = 0; i < env->n && !overridden; i++)
+      overridden = strlen(env->items[i].name) == n && strncmp(env->items[i].name, *e, n) == 0;
+    if (!overridden) push(&b, *e);
+  }
+  for (int i = 0; i < env->n; i++) push_kv(&b, env->items[i].name, env->items[i].value);
+  if (b.failed) {
+    hvds__argv_free(b.v);
+    return NULL;
+  }
+  return b.v;
+}
+
+/* In the child between fork and exec: only async-signal-safe calls. */
+static void exec_child(pid_t parent, int devnull, int out_w, int err_w, char** argv, char** envp) {
+  setsid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // a SIGKILLed launcher takes its direct children along
+  if (getppid() != parent) _exit(127);
+  dup2(devnull, STDIN_FILENO);
+  dup2(out_w, STDOUT_FILENO);
+  dup2(err_w, STDERR_FILENO);
+  static const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGQUIT};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) signal(sigs[i], SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execvpe(argv[0], argv, envp);
+  const char* msg = "hvdsparse: cannot execute ";
+  (void)!write(STDERR_FILENO, msg, strlen(msg));
+  (void)!write(STDERR_FILENO, argv[0], strlen(argv[0]));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
+hvds_result_t hvds__spawn_worker(const hvds_job_t* job, int rank, hvds_worker_t* w) {
+  hvds_env_list_t env = {0};
+  char** argv = NULL;
+  char** envp = NULL;
+  int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, devnull = -1;
+  hvds_result_t rc = hvds__worker_env(job, rank, &env);
+  if (rc == HVDS_SUCCESS) rc = hvds__worker_argv(job, rank, &env, &argv);
+  if (rc == HVDS_SUCCESS && (envp = merged_envp(&env)) == NULL) rc = HVDS_SYSTEM_ERROR;
+  if (rc != HVDS_SUCCESS) goto fail;
+  rc = HVDS_SYSTEM_ERROR;
+  if (pipe2(out_p, O_CLOEXEC) != 0 || pipe2(err_p, O_CLOEXEC) != 0) goto fail;
+  devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0) goto fail;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    HVDS_ERROR("fork for rank %d: %s", rank, strerror(errno));
+    goto fail;
+  }
+  if (pid == 0) exec_child(parent, devnull, out_p[1], err_p[1], argv, envp);
+  close(out_p[1]);
+  close(err_p[1]);
+  close(devnull);
+  fcntl(out_p[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_p[0], F_SETFL, O_NONBLOCK);
+  memset(w, 0, sizeof(*w));
+  w->rank = rank;
+  w->pid = pid;
+  w->out_fd = out_p[0];
+  w->err_fd = err_p[0];
+  hvds__env_list_free(&env);
+  hvds__argv_free(argv);
+  hvds__argv_free(envp);
+  return HVDS_SUCCESS;
+
+fail:
+  for (int i = 0; i < 2; i++) {
+    if (out_p[i] >= 0) close(out_p[i]);
+    if (err_p[i] >= 0) close(err_p[i]);
+  }
+  if (devnull >= 0) close(devnull);
+  hvds__env_list_free(&env);
+  hvds__argv_free(argv);
+  hvds__argv_free(envp);
+  return rc;
+}

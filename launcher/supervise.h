@@ -1,0 +1,43 @@
+/* Supervising a running job: output forwarding, exits, failure propagation, signals. */
+#ifndef HVDS_LAUNCHER_SUPERVISE_H_
+#define HVDS_LAUNCHER_SUPERVISE_H_
+
+#include "output.h"
+#include "spawn.h"
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Seconds between SIGTERM and SIGKILL when the job is torn down (horovodrun's grace time). */
+#define HVDS_GRACE_SECONDS 5
+
+typedef struct {
+  hvds_worker_t* workers;     /* np entries, all spawned */
+  int np;
+  hvds_output_t* output;      /* the workers' pipes are registered here */
+  hvds_store_server_t* store; /* records hvds/<job>/failed; may be NULL */
+  const hvds_job_t* job;
+  int verbose;                /* report rendezvous progress every second */
+  double start_timeout;       /* seconds, for the verbose report */
+} hvds_supervisor_t;
+
+/* Routes SIGCHLD, SIGINT, SIGTERM and SIGHUP to the supervisor and ignores SIGPIPE. Call once,
+ * before the first worker is spawned, so that no exit goes unnoticed. */
+hvds_result_t hvds__supervise_install_signals(void);
+
+/* Runs until every worker has exited and returns the launcher's exit code: 0 when all exited
+ * with 0; 1 after a worker failed (the first failure is named on stderr); 128+signal when the
+ * launcher itself was told to stop. Every worker's process group is gone and every worker
+ * reaped on return. */
+int hvds__supervise(hvds_supervisor_t* sv);
+
+/* Sends sig to the process group of every worker not yet reaped, e.g. when spawning failed
+ * halfway, then waits for and reaps them (after SIGKILL once the grace time has passed). */
+void hvds__supervise_abort(hvds_worker_t* workers, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_LAUNCHER_SUPERVISE_H_ */

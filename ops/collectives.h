@@ -1,0 +1,87 @@
+/* Collective algorithms over the point-to-point interface (p2p.h). One algorithm per file.
+ * All counts are elements unless named *_bytes. Every function blocks until done or failed, and
+ * on failure leaves the message in p->error. Buffers are the caller's. */
+#ifndef HVDS_COLLECTIVES_H_
+#define HVDS_COLLECTIVES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "p2p.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  HVDS_ALGO_AUTO = 0,
+  HVDS_ALGO_RING = 1, /* bandwidth-optimal: reduce-scatter + allgather around a ring */
+  HVDS_ALGO_RHD = 2   /* latency-optimal: recursive halving then doubling */
+} hvds_algo_t;
+
+typedef struct {
+  uint64_t tag;          /* unique among operations running at once on this communicator */
+  hvds_algo_t algorithm; /* HVDS_ALGO_AUTO picks by size */
+  size_t chunk_bytes;    /* ring pipeline segment; 0 = default */
+  size_t rhd_max_bytes;  /* AUTO: halving-doubling up to this many bytes; 0 = default */
+} hvds_coll_opts_t;
+
+/* Defaults used when an hvds_coll_opts_t field is 0 (or o is NULL). */
+#define HVDS_COLL_DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
+#define HVDS_COLL_DEFAULT_RHD_MAX_BYTES ((size_t)256 << 10)
+
+/* Helpers shared by the algorithm files (defined in allreduce.c). */
+/* The pipeline segment: o->chunk_bytes (default 1 MiB) rounded down to a multiple of esize,
+ * at least one element. Identical on every rank for identical options. */
+size_t hvds__coll_segment(const hvds_coll_opts_t* o, size_t esize);
+/* HVDS_SUCCESS when dtype is known and op has a kernel for it; else the error, with p->error
+ * set. Used before any message is sent, so every rank fails the same way. */
+hvds_result_t hvds__coll_check(hvds_p2p_t* p, hvds_dtype_t dtype, hvds_reduce_op_t op);
+/* Sets p->error to "<what>: out of memory" and returns HVDS_SYSTEM_ERROR. */
+hvds_result_t hvds__coll_nomem(hvds_p2p_t* p, const char* what);
+
+/* In-place allreduce of count elements of buf. */
+hvds_result_t hvds__allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                              hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+hvds_result_t hvds__allreduce_ring(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                                   hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+hvds_result_t hvds__allreduce_rhd(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                                  hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+/* Name of the algorithm hvds__allreduce would run ("ring", "rhd"), for the timeline. */
+const char* hvds__allreduce_choice(const hvds_p2p_t* p, size_t bytes, const hvds_coll_opts_t* o);
+
+/* In-place reduce-scatter: buf holds size blocks, block r has counts[r] elements and starts
+ * after blocks 0..r-1. On return this rank's block holds the reduction; other blocks are
+ * scratch. */
+hvds_result_t hvds__reducescatter(hvds_p2p_t* p, void* buf, const size_t* counts,
+                                  hvds_dtype_t dtype, hvds_reduce_op_t op,
+                                  const hvds_coll_opts_t* o);
+
+/* In-place allgather of variable blocks: block r has bytes[r] bytes at the offset that is the
+ * sum of bytes[0..r-1]; this rank's block is filled on entry, every block on return. */
+hvds_result_t hvds__allgatherv(hvds_p2p_t* p, void* buf, const size_t* bytes,
+                               const hvds_coll_opts_t* o);
+
+/* Broadcast bytes of buf from root to every rank (binomial tree, pipelined for large buffers). */
+hvds_result_t hvds__broadcast(hvds_p2p_t* p, void* buf, size_t bytes, int root,
+                              const hvds_coll_opts_t* o);
+
+/* Personalized exchange: send_bytes[r] bytes from sendbuf + send_off[r] go to rank r, and
+ * recv_bytes[r] bytes from rank r land at recvbuf + recv_off[r]. */
+hvds_result_t hvds__alltoallv(hvds_p2p_t* p, const void* sendbuf, const size_t* send_bytes,
+                              const size_t* send_off, void* recvbuf, const size_t* recv_bytes,
+                              const size_t* recv_off, const hvds_coll_opts_t* o);
+
+/* Gather variable-size byte strings at root: on root, recvbuf receives bytes[r] from rank r at
+ * the offset sum(bytes[0..r-1]) (root's own block must already be in place, or sendbuf is
+ * copied there). bytes must be known on root; non-roots pass their own size in bytes[rank]. */
+hvds_result_t hvds__gatherv(hvds_p2p_t* p, const void* sendbuf, void* recvbuf,
+                            const size_t* bytes, int root, const hvds_coll_opts_t* o);
+
+/* Every rank waits until every rank arrived. */
+hvds_result_t hvds__barrier(hvds_p2p_t* p, const hvds_coll_opts_t* o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_COLLECTIVES_H_ */

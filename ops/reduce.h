@@ -1,0 +1,40 @@
+/* Type-erased element-wise kernels used by every algorithm: reduce, scale, cast. */
+#ifndef HVDS_REDUCE_H_
+#define HVDS_REDUCE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/include/hvdsparse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Internal reductions beyond the public ones, for the control plane (int64 bit vectors). */
+#define HVDS_REDUCE_BAND ((hvds_reduce_op_t)100)
+#define HVDS_REDUCE_BOR ((hvds_reduce_op_t)101)
+
+/* dst[i] = dst[i] op src[i] for count elements. Sum, Average (sums), Min, Max, Product for every
+ * dtype (float16 and bfloat16 computed in float32; bool: sum/max = or, min/product = and);
+ * BAND/BOR for integer types. Returns HVDS_NOT_SUPPORTED for other combinations. */
+hvds_result_t hvds__reduce(void* dst, const void* src, size_t count, hvds_dtype_t dtype,
+                           hvds_reduce_op_t op);
+/* buf[i] *= factor. Integers: computed in double and truncated toward zero, as Horovod does.
+ * A factor of exactly 1.0 is a no-op. */
+hvds_result_t hvds__scale(void* buf, size_t count, hvds_dtype_t dtype, double factor);
+
+/* Bytes per element of dtype; 0 for an unknown dtype. (ops/ cannot call the runtime's
+ * hvds_dtype_size(), which lives in a library that depends on this one.) */
+size_t hvds__dtype_bytes(hvds_dtype_t dtype);
+
+/* Scalar conversions for the 16-bit float types (round to nearest even). */
+float hvds__half_to_float(uint16_t h);
+uint16_t hvds__float_to_half(float f);
+float hvds__bf16_to_float(uint16_t b);
+uint16_t hvds__float_to_bf16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_REDUCE_H_ */

@@ -1,0 +1,220 @@
+/* Lifecycle and queries of the public API: init, shutdown, identity, built features, errors,
+ * timeline control. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bootstrap.h"
+#include "coordinator.h"
+#include "handle.h"
+#include "log.h"
+#include "p2p.h"
+#include "param.h"
+#include "process_set.h"
+#include "state.h"
+#include "timeline.h"
+
+hvds_runtime_t hvds__rt = {
+    .life_mu = PTHREAD_MUTEX_INITIALIZER,
+    .qmu = PTHREAD_MUTEX_INITIALIZER,
+    .qcv = PTHREAD_COND_INITIALIZER,
+    .hmu = PTHREAD_MUTEX_INITIALIZER,
+    .hcv = PTHREAD_COND_INITIALIZER,
+};
+#define rt hvds__rt
+
+static _Thread_local char last_error[2048];
+
+double hvds__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof(last_error), fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+const char* hvds_last_error(void) { return last_error; }
+
+const char* hvds_result_str(hvds_result_t r) {
+  switch (r) {
+#define HVDS_RESULT_CASE(name, value, text) \
+  case name:                                \
+    return text;
+    HVDS_RESULT_LIST(HVDS_RESULT_CASE)
+#undef HVDS_RESULT_CASE
+  }
+  return "unknown result";
+}
+
+/* Installs the sets: the global one, then any static ones given at init. */
+static hvds_result_t install_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
+  int32_t* all = malloc((size_t)rt.size * sizeof(int32_t));
+  if (all == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+  for (int32_t r = 0; r < rt.size; r++) all[r] = r;
+  rt.psets[0] = hvds__pset_create(0, all, rt.size);
+  free(all);
+  if (rt.psets[0] == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "creating the global set failed");
+  rt.next_ps_id = 1;
+  const int32_t* p = ranks;
+  for (int32_t i = 0; i < n; i++) {
+    for (int32_t k = 0; k < sizes[i]; k++)
+      if (p[k] < 0 || p[k] >= rt.size)
+        return hvds__set_error(HVDS_INVALID_ARGUMENT, "process set %d: rank %d outside 0..%d",
+                               i + 1, p[k], rt.size - 1);
+    hvds_pset_t* s = hvds__pset_create(rt.next_ps_id, p, sizes[i]);
+    if (s == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "creating process set %d failed", i + 1);
+    rt.psets[rt.next_ps_id++] = s;
+    p += sizes[i];
+  }
+  return HVDS_SUCCESS;
+}
+
+static void destroy_sets(void) {
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
+    hvds__pset_destroy(rt.psets[id]);
+    rt.psets[id] = NULL;
+  }
+}
+
+hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
+  pthread_mutex_lock(&rt.life_mu);
+  if (atomic_load(&rt.initialized)) {
+    pthread_mutex_unlock(&rt.life_mu);
+    return HVDS_SUCCESS;
+  }
+  hvds__param_reload();
+  atomic_store(&rt.shut_down, 0);
+  atomic_store(&rt.shutdown_requested, 0);
+  rt.fatal[0] = '\0';
+  rt.generation++;
+  rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
+  rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
+  hvds_result_t rc = hvds__bootstrap();
+  if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
+  const char* tl = hvds__param_str(HVDS_PARAM_TIMELINE);
+  if (rc == HVDS_SUCCESS && tl && strcmp(tl, "DYNAMIC") != 0) {
+    rt.timeline_request = strdup(tl);
+    rt.timeline_request_marks = (int)hvds__param_int(HVDS_PARAM_TIMELINE_MARK_CYCLES);
+    rt.timeline_pending = 1;
+    rt.mark_cycles = rt.timeline_request_marks;
+  }
+  if (rc == HVDS_SUCCESS && pthread_create(&rt.thread, NULL, hvds__coord_main, NULL) != 0)
+    rc = hvds__set_error(HVDS_SYSTEM_ERROR, "cannot start the coordinator thread");
+  if (rc != HVDS_SUCCESS) {
+    destroy_sets();
+    hvds__bootstrap_teardown();
+    pthread_mutex_unlock(&rt.life_mu);
+    HVDS_ERROR("initialization failed: %s", last_error);
+    return rc;
+  }
+  atomic_store(&rt.initialized, 1);
+  HVDS_INFO("hvdsparse initialized: rank %d of %d", rt.rank, rt.size);
+  pthread_mutex_unlock(&rt.life_mu);
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds_init(void) { return hvds_init_with_process_sets(NULL, NULL, 0); }
+
+hvds_result_t hvds_shutdown(void) {
+  pthread_mutex_lock(&rt.life_mu);
+  if (!atomic_load(&rt.initialized)) {
+    pthread_mutex_unlock(&rt.life_mu);
+    return HVDS_SUCCESS;
+  }
+  pthread_mutex_lock(&rt.qmu);
+  atomic_store(&rt.shutdown_requested, 1);
+  pthread_cond_signal(&rt.qcv);
+  pthread_mutex_unlock(&rt.qmu);
+  pthread_join(rt.thread, NULL);
+  atomic_store(&rt.initialized, 0);
+  pthread_mutex_lock(&rt.qmu);
+  destroy_sets();
+  free(rt.timeline_request);
+  rt.timeline_request = NULL;
+  rt.timeline_pending = 0;
+  pthread_mutex_unlock(&rt.qmu);
+  hvds__timeline_close(rt.timeline);
+  rt.timeline = NULL;
+  hvds__bootstrap_teardown();
+  free(rt.fusion_buf);
+  rt.fusion_buf = NULL;
+  rt.fusion_cap = 0;
+  pthread_mutex_unlock(&rt.life_mu);
+  return HVDS_SUCCESS;
+}
+
+int hvds_is_initialized(void) { return atomic_load(&rt.initialized); }
+
+#define QUERY(fn, field) \
+  int fn(void) { return atomic_load(&rt.initialized) ? rt.field : -1; }
+QUERY(hvds_rank, rank)
+QUERY(hvds_size, size)
+QUERY(hvds_local_rank, local_rank)
+QUERY(hvds_local_size, local_size)
+QUERY(hvds_cross_rank, cross_rank)
+QUERY(hvds_cross_size, cross_size)
+QUERY(hvds_is_homogeneous, homogeneous)
+#undef QUERY
+
+/* What this build runs. The NCCL and CUDA paths are not part of this build yet. */
+int hvds_gloo_built(void) { return 1; }
+int hvds_nccl_built(void) { return 0; }
+int hvds_cuda_built(void) { return 0; }
+int hvds_mpi_built(void) { return 0; }
+int hvds_hwloc_built(void) {
+#ifdef HVDS_HAVE_HWLOC
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+hvds_result_t hvds_start_timeline(const char* path, int mark_cycles) {
+  if (!atomic_load(&rt.initialized))
+    return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
+  if (path == NULL || path[0] == '\0')
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "start_timeline: a file path is required");
+  pthread_mutex_lock(&rt.qmu);
+  free(rt.timeline_request);
+  rt.timeline_request = strdup(path);
+  rt.timeline_request_marks = mark_cycles;
+  rt.mark_cycles = mark_cycles;
+  rt.timeline_pending = 1;
+  rt.wake = 1;
+  pthread_cond_signal(&rt.qcv);
+  pthread_mutex_unlock(&rt.qmu);
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds_stop_timeline(void) {
+  if (!atomic_load(&rt.initialized))
+    return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
+  pthread_mutex_lock(&rt.qmu);
+  free(rt.timeline_request);
+  rt.timeline_request = NULL;
+  rt.timeline_pending = 1;
+  rt.wake = 1;
+  pthread_cond_signal(&rt.qcv);
+  pthread_mutex_unlock(&rt.qmu);
+  return HVDS_SUCCESS;
+}
+
+size_t hvds_dtype_size(hvds_dtype_t dtype) {
+  static const size_t sizes[HVDS_DTYPE_COUNT] = {1, 1, 2, 2, 4, 8, 2, 4, 8, 1, 2};
+  return ((int)dtype >= 0 && dtype < HVDS_DTYPE_COUNT) ? sizes[dtype] : 0;
+}
+
+const char* hvds_dtype_name(hvds_dtype_t dtype) {
+  static const char* const names[HVDS_DTYPE_COUNT] = {
+      "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
+      "FLOAT16", "FLOAT32", "FLOAT64", "BOOL", "BFLOAT16"};
+  return ((int)dtype >= 0 && dtype < HVDS_DTYPE_COUNT) ? names[dtype] : "UNKNOWN";
+}

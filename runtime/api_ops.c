@@ -1,0 +1,319 @@
+/* Enqueue side of the public API: validate on the caller's thread, build entries, hand them to
+ * the coordinator through the process set's queue. Never blocks on communication. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handle.h"
+#include "log.h"
+#include "state.h"
+
+#define rt hvds__rt
+
+static const char* const kShutDownText =
+    "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
+    "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If "
+    "the shutdown was caused by an exception, you should see the exception in the log before the "
+    "first shutdown message.";
+static const char* const kDuplicateText =
+    "Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor "
+    "that is currently being processed.  If you want to request another tensor, use a different "
+    "tensor name.";
+
+static void entry_free(hvds_entry_t* e) {
+  if (e == NULL) return;
+  free(e->name);
+  free(e->splits);
+  free(e->ps_ranks);
+  free(e);
+}
+
+/* Checks that apply to every enqueue; on failure records the message and returns the code. */
+static hvds_result_t check_ready(int32_t ps, const char* what) {
+  if (!atomic_load(&rt.initialized))
+    return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
+  if (atomic_load(&rt.shut_down)) {
+    if (rt.fatal[0]) return hvds__set_error(HVDS_SHUT_DOWN, "%s %s", kShutDownText, rt.fatal);
+    return hvds__set_error(HVDS_SHUT_DOWN, "%s", kShutDownText);
+  }
+  pthread_mutex_lock(&rt.qmu);
+  hvds_pset_t* s = (ps >= 0 && ps < HVDS_MAX_PROCESS_SETS) ? rt.psets[ps] : NULL;
+  int exists = s != NULL && !s->marked_removed;
+  int member = exists && s->my_rank >= 0;
+  pthread_mutex_unlock(&rt.qmu);
+  if (!exists)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "%s: Process set provided does not exist, or has not been registered.",
+                           what);
+  if (!member)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "%s: Rank %d is not a member of the provided process set.", what,
+                           rt.rank);
+  return HVDS_SUCCESS;
+}
+
+static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
+  if (t == NULL) return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s' is NULL", name);
+  if ((int)t->dtype < 0 || t->dtype >= HVDS_DTYPE_COUNT)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': unsupported dtype %d", name,
+                           (int)t->dtype);
+  if (t->ndim < 0 || t->ndim > HVDS_MAX_DIMS)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': rank %d outside 0..%d", name,
+                           t->ndim, HVDS_MAX_DIMS);
+  size_t n = 1;
+  for (int32_t d = 0; d < t->ndim; d++) {
+    if (t->shape[d] < 0)
+      return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': negative dimension %lld", name,
+                             (long long)t->shape[d]);
+    n *= (size_t)t->shape[d];
+  }
+  if (n > 0 && t->data == NULL)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': data is NULL", name);
+  if (t->device != -1)
+    return hvds__set_error(HVDS_NOT_SUPPORTED,
+                           "tensor '%s' is on device %d: GPU tensors need the NCCL backend, which "
+                           "this build does not run; move the tensor to the CPU",
+                           name, t->device);
+  return HVDS_SUCCESS;
+}
+
+static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
+  hvds_entry_t* e = calloc(1, sizeof(*e));
+  if (e == NULL) return NULL;
+  e->name = strdup(name);
+  if (e->name == NULL) {
+    free(e);
+    return NULL;
+  }
+  e->type = type;
+  e->op = o ? o->op : HVDS_SUM;
+  e->prescale = o ? o->prescale : 1.0;
+  e->postscale = o ? o->postscale : 1.0;
+  e->root_rank = o ? o->root_rank : 0;
+  e->alloc = o ? o->alloc : NULL;
+  e->alloc_ctx = o ? o->alloc_ctx : NULL;
+  e->process_set = o ? o->process_set : 0;
+  e->enqueue_time = hvds__now();
+  return e;
+}
+
+/* Appends entries to their set's queue as one unit; fails all of them on a duplicate name. */
+static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle) {
+  hvds_handle_rec_t* h = hvds__handle_create(n);
+  if (h == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory creating a handle");
+  pthread_mutex_lock(&rt.qmu);
+  hvds_pset_t* s = rt.psets[es[0]->process_set];
+  for (int32_t i = 0; i < n; i++) {
+    int dup = hvds__name_map_get(&s->inflight, es[i]->name) != NULL;
+    for (int32_t j = 0; j < i && !dup; j++) dup = strcmp(es[i]->name, es[j]->name) == 0;
+    if (dup) {
+      pthread_mutex_unlock(&rt.qmu);
+      hvds__set_error(HVDS_INVALID_ARGUMENT, "%s [tensor: %s]", kDuplicateText, es[i]->name);
+      pthread_mutex_lock(&rt.hmu);
+      h->released = 1;
+      pthread_mutex_unlock(&rt.hmu);
+      for (int32_t k = 0; k < n; k++) hvds__handle_complete(h, HVDS_INVALID_ARGUMENT, NULL);
+      return HVDS_INVALID_ARGUMENT;
+    }
+  }
+  for (int32_t i = 0; i < n; i++) {
+    hvds_entry_t* e = es[i];
+    e->handle = h;
+    e->index = i;
+    hvds__name_map_put(&s->inflight, e->name, e);
+    if (s->q_tail) s->q_tail->next = e; else s->q_head = e;
+    s->q_tail = e;
+  }
+  rt.wake = 1;
+  pthread_cond_signal(&rt.qcv);
+  pthread_mutex_unlock(&rt.qmu);
+  *handle = h->id;
+  return HVDS_SUCCESS;
+}
+
+static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
+                                  const hvds_tensor_t* inputs, hvds_tensor_t* outputs,
+                                  const hvds_op_options_t* o, hvds_handle_t* handle) {
+  if (o == NULL || o->name == NULL || handle == NULL || n <= 0 || inputs == NULL)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: options, name, inputs and handle are required", what);
+  hvds_result_t rc = check_ready(o->process_set, what);
+  if (rc != HVDS_SUCCESS) return rc;
+  if (o->op == HVDS_ADASUM)
+    return hvds__set_error(HVDS_NOT_SUPPORTED, "%s '%s': Adasum is not supported by hvdsparse",
+                           what, o->name);
+  if ((int)o->op < 0 || o->op > HVDS_PRODUCT)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': unknown reduce op %d", what, o->name,
+                           (int)o->op);
+  hvds_entry_t* stack[16];
+  hvds_entry_t** es = n <= 16 ? stack : calloc((size_t)n, sizeof(*es));
+  if (es == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+  int32_t made = 0;
+  char name[1024];
+  for (; made < n; made++) {
+    if (n > 1)
+      snprintf(name, sizeof(name), "%s_%dof%d", o->name, made + 1, n);
+    else
+      snprintf(name, sizeof(name), "%s", o->name);
+    rc = check_tensor(&inputs[made], name);
+    if (rc == HVDS_SUCCESS && outputs) rc = check_tensor(&outputs[made], name);
+    if (rc != HVDS_SUCCESS) break;
+    es[made] = entry_new(name, type, o);
+    if (es[made] == NULL) {
+      rc = hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+      break;
+    }
+    es[made]->input = inputs[made];
+    es[made]->output = outputs ? outputs[made] : inputs[made];
+  }
+  if (rc == HVDS_SUCCESS && type == HVDS_MSG_ALLTOALL && o->splits && o->nsplits > 0) {
+    es[0]->splits = malloc((size_t)o->nsplits * sizeof(int32_t));
+    if (es[0]->splits == NULL) rc = hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+    else {
+      memcpy(es[0]->splits, o->splits, (size_t)o->nsplits * sizeof(int32_t));
+      es[0]->nsplits = o->nsplits;
+    }
+  }
+  if (rc == HVDS_SUCCESS) {
+    rc = submit(es, n, handle);
+    made = rc == HVDS_SUCCESS ? 0 : n; /* queued entries belong to the coordinator now */
+  }
+  if (rc != HVDS_SUCCESS)
+    for (int32_t i = 0; i < made; i++) entry_free(es[i]);
+  if (es != stack) free(es);
+  return rc;
+}
+
+hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* output,
+                                   const hvds_op_options_t* opts, hvds_handle_t* handle) {
+  if (input && output) {
+    size_t a = 1, b = 1;
+    for (int32_t d = 0; d < input->ndim; d++) a *= (size_t)input->shape[d];
+    for (int32_t d = 0; d < output->ndim; d++) b *= (size_t)output->shape[d];
+    if (a != b || input->dtype != output->dtype)
+      return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                             "allreduce '%s': output must have the input's size and dtype",
+                             opts && opts->name ? opts->name : "?");
+  }
+  return enqueue_many(HVDS_MSG_ALLREDUCE, "Allreduce", 1, input, output, opts, handle);
+}
+
+hvds_result_t hvds_grouped_allreduce_async(int32_t n, const hvds_tensor_t* inputs,
+                                           hvds_tensor_t* outputs, const hvds_op_options_t* opts,
+                                           hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_ALLREDUCE, "Allreduce", n, inputs, outputs, opts, handle);
+}
+
+hvds_result_t hvds_allgather_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                   hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_ALLGATHER, "Allgather", 1, input, NULL, opts, handle);
+}
+
+hvds_result_t hvds_broadcast_async(hvds_tensor_t* tensor, const hvds_op_options_t* opts,
+                                   hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_BROADCAST, "Broadcast", 1, tensor, tensor, opts, handle);
+}
+
+hvds_result_t hvds_alltoall_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                  hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_ALLTOALL, "Alltoall", 1, input, NULL, opts, handle);
+}
+
+hvds_result_t hvds_reducescatter_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                       hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_REDUCESCATTER, "Reducescatter", 1, input, NULL, opts, handle);
+}
+
+hvds_result_t hvds_grouped_reducescatter_async(int32_t n, const hvds_tensor_t* inputs,
+                                               const hvds_op_options_t* opts,
+                                               hvds_handle_t* handle) {
+  return enqueue_many(HVDS_MSG_REDUCESCATTER, "Reducescatter", n, inputs, NULL, opts, handle);
+}
+
+/* Ops without a tensor: barrier, join, process-set changes. */
+static hvds_result_t enqueue_control(int32_t type, const char* what, const char* name, int32_t ps,
+                                     int32_t root, hvds_handle_t* handle) {
+  hvds_result_t rc = check_ready(ps, what);
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.process_set = ps;
+  hvds_entry_t* e = entry_new(name, type, &o);
+  if (e == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+  e->input.dtype = HVDS_UINT8;
+  e->input.device = -1;
+  e->output = e->input;
+  e->root_rank = root;
+  rc = submit(&e, 1, handle);
+  if (rc != HVDS_SUCCESS) entry_free(e);
+  return rc;
+}
+
+hvds_result_t hvds_barrier_async(int32_t process_set, hvds_handle_t* handle) {
+  return enqueue_control(HVDS_MSG_BARRIER, "Barrier", "barrier.noname", process_set, 0, handle);
+}
+
+hvds_result_t hvds_join_async(hvds_handle_t* handle) {
+  return enqueue_control(HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, handle);
+}
+
+/* Process-set changes are negotiated like collectives on the global set, so every rank applies
+ * them at the same point of the same cycle. */
+static _Atomic int ps_change_seq;
+
+hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id) {
+  if (ranks == NULL || n <= 0 || id == NULL)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "add_process_set: ranks are required");
+  for (int32_t i = 0; i < n; i++)
+    if (ranks[i] < 0 || (rt.size > 0 && ranks[i] >= rt.size))
+      return hvds__set_error(HVDS_INVALID_ARGUMENT, "add_process_set: rank %d outside 0..%d",
+                             ranks[i], rt.size - 1);
+  char name[64];
+  snprintf(name, sizeof(name), "process_set.add.%d", atomic_fetch_add(&ps_change_seq, 1));
+  hvds_entry_t* e = NULL;
+  hvds_handle_t h;
+  hvds_result_t rc = check_ready(0, "add_process_set");
+  if (rc != HVDS_SUCCESS) return rc;
+  int32_t* copy = malloc((size_t)n * sizeof(int32_t));
+  if (copy == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+  memcpy(copy, ranks, (size_t)n * sizeof(int32_t));
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  e = entry_new(name, HVDS_MSG_PS_ADD, &o);
+  if (e == NULL) {
+    free(copy);
+    return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
+  }
+  e->input.dtype = HVDS_UINT8;
+  e->input.device = -1;
+  e->ps_ranks = copy;
+  e->ps_nranks = n;
+  rc = submit(&e, 1, &h);
+  if (rc != HVDS_SUCCESS) {
+    entry_free(e);
+    return rc;
+  }
+  rc = hvds_wait(h, -1);
+  if (rc == HVDS_SUCCESS) {
+    pthread_mutex_lock(&rt.hmu);
+    hvds_handle_rec_t* r = hvds__handle_find_locked(h);
+    *id = r ? r->result_int : -1;
+    pthread_mutex_unlock(&rt.hmu);
+  } else {
+    hvds__set_error(rc, "%s", hvds_handle_error(h));
+  }
+  hvds_release(h);
+  return rc;
+}
+
+hvds_result_t hvds_remove_process_set(int32_t id) {
+  if (id <= 0 || id >= HVDS_MAX_PROCESS_SETS)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "remove_process_set: cannot remove set %d", id);
+  char name[64];
+  snprintf(name, sizeof(name), "process_set.remove.%d.%d", id, atomic_fetch_add(&ps_change_seq, 1));
+  hvds_handle_t h;
+  /* The set id travels in the root rank field. */
+  hvds_result_t rc = enqueue_control(HVDS_MSG_PS_REMOVE, "remove_process_set", name, 0, id, &h);
+  if (rc != HVDS_SUCCESS) return rc;
+  rc = hvds_wait(h, -1);
+  if (rc != HVDS_SUCCESS) hvds__set_error(rc, "%s", hvds_handle_error(h));
+  hvds_release(h);
+  return rc;
+}

@@ -1,0 +1,170 @@
+/* Rendezvous and communicator set-up. */
+#include "bootstrap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "gloo/gloo_p2p.h"
+#include "log.h"
+#include "p2p.h"
+#include "param.h"
+#include "process_set.h"
+#include "state.h"
+#include "store/store.h"
+
+#define rt hvds__rt
+
+/* ---- a one-rank communicator: algorithms never send at size 1 ---- */
+static hvds_result_t self_xfer(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag,
+                               hvds_p2p_req_t** req) {
+  snprintf(p->error, sizeof(p->error), "a single-rank job has no peer to reach");
+  return HVDS_INTERNAL_ERROR;
+}
+static hvds_result_t self_recv(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint64_t tag,
+                               hvds_p2p_req_t** req) {
+  return self_xfer(p, peer, buf, bytes, tag, req);
+}
+static hvds_result_t self_wait(hvds_p2p_t* p, hvds_p2p_req_t* req, int timeout_ms) {
+  return HVDS_INTERNAL_ERROR;
+}
+static void self_abort(hvds_p2p_t* p) {}
+static void self_destroy(hvds_p2p_t* p) {}
+static const hvds_p2p_ops_t self_ops = {1, "self", self_xfer, self_recv, self_wait, self_abort,
+                                        self_destroy};
+
+static hvds_p2p_t* self_create(void) {
+  hvds_p2p_t* p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  p->rank = 0;
+  p->size = 1;
+  p->ops = &self_ops;
+  p->failed_peer = -1;
+  return p;
+}
+
+/* ---- the store as the Gloo shim's key-value callbacks ---- */
+static hvds_result_t kv_set(void* ctx, const char* key, const void* val, size_t len) {
+  return hvds__store_set((hvds_store_t*)ctx, key, val, len);
+}
+static hvds_result_t kv_get(void* ctx, const char* key, int timeout_ms, void** val, size_t* len) {
+  return hvds__store_get((hvds_store_t*)ctx, key, timeout_ms, val, len);
+}
+
+static uint64_t hash_str(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Learns every rank's host and local rank, builds the local and cross groups. */
+static hvds_result_t build_groups(void) {
+  int n = rt.size;
+  int64_t* info = calloc((size_t)n * 3, sizeof(int64_t));
+  size_t* bytes = calloc((size_t)n, sizeof(size_t));
+  int* local = calloc((size_t)n, sizeof(int));
+  int* cross = calloc((size_t)n, sizeof(int));
+  hvds_result_t rc = HVDS_SYSTEM_ERROR;
+  if (!info || !bytes || !local || !cross) goto done;
+  info[rt.rank * 3 + 0] = (int64_t)hash_str(hvds__param_str(HVDS_PARAM_HOSTNAME));
+  info[rt.rank * 3 + 1] = rt.local_rank;
+  info[rt.rank * 3 + 2] = rt.local_size;
+  for (int r = 0; r < n; r++) bytes[r] = 3 * sizeof(int64_t);
+  hvds_coll_opts_t o = {(1ull << 39), HVDS_ALGO_AUTO, 0, 0};
+  rc = hvds__allgatherv(rt.world, info, bytes, &o);
+  if (rc != HVDS_SUCCESS) {
+    hvds__set_error(rc, "exchanging host information failed: %s", rt.world->error);
+    goto done;
+  }
+  int nl = 0, nc = 0;
+  rt.homogeneous = 1;
+  for (int r = 0; r < n; r++) {
+    if (info[r * 3] == info[rt.rank * 3]) local[nl++] = r;
+    if (info[r * 3 + 1] == rt.local_rank) cross[nc++] = r;
+    if (info[r * 3 + 2] != info[0 + 2]) rt.homogeneous = 0;
+  }
+  rc = hvds__p2p_sub_create(rt.world, local, nl, HVDS_SPACE_LOCAL, &rt.local);
+  if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, cross, nc, HVDS_SPACE_CROSS, &rt.cross);
+  if (rc != HVDS_SUCCESS) hvds__set_error(rc, "building the local and cross groups failed");
+done:
+  free(info);
+  free(bytes);
+  free(local);
+  free(cross);
+  return rc;
+}
+
+static hvds_result_t connect_world(void) {
+  const char* addr = hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR);
+  int port = (int)hvds__param_int(HVDS_PARAM_RENDEZVOUS_PORT);
+  const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
+  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
+  char err[512] = "";
+  if (addr == NULL || port <= 0)
+    return hvds__set_error(HVDS_INVALID_USAGE,
+                           "rank %d of %d: no rendezvous address; start the job with `hvdsparse "
+                           "run` or set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT", rt.rank, rt.size);
+  hvds_result_t rc = hvds__store_connect(addr, port, secret ? secret : "", start_ms, &rt.store,
+                                         err, sizeof(err));
+  if (rc != HVDS_SUCCESS)
+    return hvds__set_error(rc, "rank %d: cannot reach the rendezvous store at %s:%d: %s", rt.rank,
+                           addr, port, err);
+  char key[256];
+  int64_t count;
+  snprintf(key, sizeof(key), "hvds/%s/arrived", rt.job);
+  hvds__store_add(rt.store, key, 1, &count);
+  snprintf(key, sizeof(key), "hvds/%s/arrived/%d", rt.job, rt.rank);
+  hvds__store_set(rt.store, key, "1", 1);
+
+  hvds_kv_t kv = {rt.store, kv_set, kv_get};
+  char prefix[256];
+  snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt.job, rt.generation);
+  const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
+  rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, start_ms > timeout_ms ? start_ms : timeout_ms,
+                             &rt.world, err, sizeof(err));
+  if (rc != HVDS_SUCCESS)
+    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt.rank,
+                           rt.size - 1, err);
+  rt.world->timeout_ms = timeout_ms;
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__bootstrap(void) {
+  rt.rank = (int)hvds__param_int(HVDS_PARAM_RANK);
+  rt.size = (int)hvds__param_int(HVDS_PARAM_SIZE);
+  rt.local_rank = (int)hvds__param_int(HVDS_PARAM_LOCAL_RANK);
+  rt.local_size = (int)hvds__param_int(HVDS_PARAM_LOCAL_SIZE);
+  rt.cross_rank = (int)hvds__param_int(HVDS_PARAM_CROSS_RANK);
+  rt.cross_size = (int)hvds__param_int(HVDS_PARAM_CROSS_SIZE);
+  snprintf(rt.job, sizeof(rt.job), "%s", hvds__param_str(HVDS_PARAM_JOB_ID));
+  if (rt.size < 1 || rt.rank < 0 || rt.rank >= rt.size)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "invalid rank %d for size %d", rt.rank, rt.size);
+  hvds__log_set_rank(rt.rank);
+  hvds_result_t rc;
+  if (rt.size == 1 && hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR) == NULL) {
+    rt.world = self_create();
+    rc = rt.world ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;
+  } else {
+    rc = connect_world();
+  }
+  if (rc == HVDS_SUCCESS && rt.size > 1) rc = build_groups();
+  if (rc == HVDS_SUCCESS && rt.size == 1) {
+    rt.homogeneous = 1;
+    int zero = 0;
+    rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_LOCAL, &rt.local);
+    if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_CROSS, &rt.cross);
+  }
+  if (rc != HVDS_SUCCESS) hvds__bootstrap_teardown();
+  return rc;
+}
+
+void hvds__bootstrap_teardown(void) {
+  hvds__p2p_destroy(rt.local);
+  hvds__p2p_destroy(rt.cross);
+  hvds__p2p_destroy(rt.world);
+  rt.local = rt.cross = rt.world = NULL;
+  hvds__store_close(rt.store);
+  rt.store = NULL;
+}

@@ -1,0 +1,265 @@
+/* One negotiation cycle: pop new entries, the bit-vector fast path, the slow path through the
+ * set's rank 0, cache updates, fusion. */
+#include "controller.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "fusion.h"
+#include "log.h"
+#include "p2p.h"
+#include "param.h"
+#include "reduce.h"
+
+#define rt hvds__rt
+
+/* Flag bits of word 0 are inverted ("1 = not the case") so that AND yields "any rank". */
+#define FLAG_NO_SHUTDOWN 1ull
+#define FLAG_NO_UNCACHED 2ull
+#define FLAG_NO_INVALID 4ull
+
+static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_request_t* r) {
+  memset(r, 0, sizeof(*r));
+  r->rank = s->my_rank;
+  r->type = e->type;
+  r->dtype = e->input.dtype;
+  r->root_rank = e->root_rank;
+  r->device = e->input.device;
+  r->reduce_op = e->op;
+  r->prescale = e->prescale;
+  r->postscale = e->postscale;
+  r->ndim = e->input.ndim;
+  memcpy(r->shape, e->input.shape, sizeof(r->shape));
+  r->name = e->name; /* borrowed; never freed through r */
+  if (e->type == HVDS_MSG_PS_ADD) {
+    r->extra = e->ps_ranks;
+    r->nextra = e->ps_nranks;
+  }
+}
+
+static uint64_t next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
+
+static hvds_result_t bit_allreduce(hvds_pset_t* s, uint64_t* v, size_t words,
+                                   hvds_reduce_op_t op) {
+  hvds_coll_opts_t o = {next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  return hvds__allreduce(s->comm, v, words, HVDS_INT64, op, &o);
+}
+
+/* Moves newly queued entries into the pending table. */
+static void pop_queue(hvds_pset_t* s) {
+  pthread_mutex_lock(&rt.qmu);
+  hvds_entry_t* e = s->q_head;
+  s->q_head = s->q_tail = NULL;
+  pthread_mutex_unlock(&rt.qmu);
+  while (e) {
+    hvds_entry_t* next = e->next;
+    e->next = NULL;
+    if (e->type == HVDS_MSG_JOIN) s->join_entry = e;
+    hvds__name_map_put(&s->pending, e->name, e);
+    e = next;
+  }
+}
+
+/* Exchanges requests with the set's rank 0 and returns the responses it decided. */
+static hvds_result_t slow_path(hvds_pset_t* s, hvds_request_t* mine, int32_t nmine,
+                               hvds_response_t** out, int32_t* nout) {
+  hvds_buf_t b = {0};
+  hvds__encode_requests(&b, mine, nmine, 0);
+  if (b.oom) return HVDS_SYSTEM_ERROR;
+  hvds_result_t rc = HVDS_SUCCESS;
+  hvds_coll_opts_t o = {0, HVDS_ALGO_AUTO, 0, 0};
+  size_t* sizes = calloc((size_t)s->n, sizeof(size_t));
+  uint8_t* all = NULL;
+  hvds_response_t* resps = NULL;
+  int32_t nresps = 0, cap = 0;
+  hvds_buf_t rb = {0};
+  if (sizes == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
+  /* Step 1: request sizes to rank 0. */
+  uint64_t my_len = b.len;
+  uint64_t* lens = calloc((size_t)s->n, sizeof(uint64_t));
+  if (lens == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
+  for (int32_t r = 0; r < s->n; r++) sizes[r] = 8;
+  lens[s->my_rank] = my_len;
+  o.tag = next_tag(s);
+  rc = hvds__gatherv(s->comm, &my_len, lens, sizes, 0, &o);
+  if (rc == HVDS_SUCCESS && s->my_rank == 0) {
+    size_t total = 0;
+    for (int32_t r = 0; r < s->n; r++) total += (sizes[r] = (size_t)lens[r]);
+    all = malloc(total ? total : 1);
+    if (all == NULL) rc = HVDS_SYSTEM_ERROR;
+  } else {
+    sizes[s->my_rank] = b.len;
+  }
+  free(lens);
+  /* Step 2: the requests themselves. */
+  o.tag = next_tag(s);
+  if (rc == HVDS_SUCCESS) rc = hvds__gatherv(s->comm, b.data, all, sizes, 0, &o);
+  if (rc != HVDS_SUCCESS) goto done;
+  if (s->my_rank == 0) {
+    size_t off = 0;
+    for (int32_t r = 0; r < s->n && rc == HVDS_SUCCESS; r++) {
+      hvds_request_t* reqs = NULL;
+      int32_t n = 0, flags = 0;
+      if (hvds__decode_requests(all + off, sizes[r], &reqs, &n, &flags) != HVDS_SUCCESS) {
+        HVDS_ERROR("malformed negotiation message from rank %d (%zu bytes) dropped", s->ranks[r],
+                   sizes[r]);
+      } else {
+        for (int32_t i = 0; i < n; i++) reqs[i].rank = r; /* trust the transport, not the bytes */
+        rc = hvds__table_add(s, reqs, n, &resps, &nresps, &cap);
+        for (int32_t i = 0; i < n; i++) hvds__request_free(&reqs[i]);
+        free(reqs);
+      }
+      off += sizes[r];
+    }
+    if (rc == HVDS_SUCCESS) rc = hvds__table_finish(s, &resps, &nresps, &cap);
+    if (rc == HVDS_SUCCESS) hvds__stall_check(s, &resps, &nresps, &cap);
+    if (rc == HVDS_SUCCESS) hvds__encode_responses(&rb, resps, nresps, 0);
+    if (rb.oom) rc = HVDS_SYSTEM_ERROR;
+    for (int32_t i = 0; i < nresps; i++) hvds__response_free(&resps[i]);
+    free(resps);
+    resps = NULL;
+    nresps = 0;
+    if (rc != HVDS_SUCCESS) goto done;
+  }
+  /* Step 3: broadcast the decision. */
+  uint64_t rlen = rb.len;
+  o.tag = next_tag(s);
+  rc = hvds__broadcast(s->comm, &rlen, 8, 0, &o);
+  if (rc != HVDS_SUCCESS) goto done;
+  if (s->my_rank != 0) {
+    rb.data = malloc(rlen ? rlen : 1);
+    rb.len = rb.cap = rlen;
+    if (rb.data == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
+  }
+  o.tag = next_tag(s);
+  rc = hvds__broadcast(s->comm, rb.data, rlen, 0, &o);
+  if (rc != HVDS_SUCCESS) goto done;
+  int32_t flags;
+  rc = hvds__decode_responses(rb.data, rb.len, out, nout, &flags);
+  if (rc != HVDS_SUCCESS) snprintf(s->comm->error, sizeof(s->comm->error), "malformed response list");
+done:
+  free(sizes);
+  free(all);
+  hvds__buf_free(&b);
+  hvds__buf_free(&rb);
+  return rc;
+}
+
+hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t** out,
+                              int32_t* nout, int* shutdown) {
+  *out = NULL;
+  *nout = 0;
+  *shutdown = 0;
+  pop_queue(s);
+
+  const size_t words = 1 + ((size_t)s->cache.cap + 63) / 64;
+  uint64_t stackv[2 * 17];
+  uint64_t* v = words * 2 <= 34 ? stackv : calloc(words * 2, sizeof(uint64_t));
+  if (v == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t* inv = v + words;
+  memset(v, 0, words * 2 * sizeof(uint64_t));
+
+  /* Classify pending entries not yet sent: cache hit (a bit), invalid, or uncached. */
+  double stall = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
+  double now = hvds__now();
+  hvds_request_t* mine = NULL;
+  int32_t nmine = 0, capmine = 0;
+  int uncached = 0, invalid = 0;
+  for (size_t i = 0; i < s->pending.cap; i++) {
+    if (!hvds__name_map_live(&s->pending, i)) continue;
+    hvds_entry_t* e = s->pending.slots[i].value;
+    if (e->sent) continue;
+    hvds_request_t r;
+    entry_to_request(s, e, &r);
+    int32_t bit;
+    hvds_cache_state_t st = hvds__cache_lookup(&s->cache, &r, &bit);
+    if (st == HVDS_CACHE_HIT && now - e->enqueue_time > stall) st = HVDS_CACHE_INVALID;
+    if (st == HVDS_CACHE_HIT) {
+      v[1 + bit / 64] |= 1ull << (bit % 64);
+      continue;
+    }
+    if (st == HVDS_CACHE_INVALID) {
+      inv[1 + bit / 64] |= 1ull << (bit % 64);
+      invalid = 1;
+    }
+    uncached = 1;
+  }
+  if (s->joined) /* a joined rank agrees to every cached tensor and contributes zeros */
+    for (int32_t b = 0; b < s->cache.cap; b++)
+      if (hvds__cache_get(&s->cache, b)) v[1 + b / 64] |= 1ull << (b % 64);
+  v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
+         (invalid ? 0 : FLAG_NO_INVALID);
+
+  hvds_result_t rc = bit_allreduce(s, v, words, HVDS_REDUCE_BAND);
+  if (rc != HVDS_SUCCESS) goto done;
+  *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
+  if (!(v[0] & FLAG_NO_INVALID)) {
+    rc = bit_allreduce(s, inv, words, HVDS_REDUCE_BOR);
+    if (rc != HVDS_SUCCESS) goto done;
+    for (int32_t b = 0; b < s->cache.cap; b++)
+      if (inv[1 + b / 64] & (1ull << (b % 64))) {
+        hvds__cache_erase(&s->cache, b);
+        v[1 + b / 64] &= ~(1ull << (b % 64));
+      }
+  }
+
+  hvds_response_t* resps = NULL;
+  int32_t nresps = 0, cap = 0;
+  /* Fast path: tensors every rank has ready and cached, in slot order. */
+  for (int32_t b = 0; b < s->cache.cap; b++) {
+    if (!(v[1 + b / 64] & (1ull << (b % 64)))) continue;
+    const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
+    hvds_entry_t* e = ce ? hvds__name_map_get(&s->pending, ce->name) : NULL;
+    if (ce == NULL || (e == NULL && !s->joined)) continue; /* cannot happen: bits agree */
+    hvds_response_t* r = hvds__resp_push(&resps, &nresps, &cap);
+    if (r == NULL || hvds__cache_response(&s->cache, b, r) != 0) { rc = HVDS_SYSTEM_ERROR; break; }
+    if (e) e->sent = 1;
+    hvds__cache_touch(&s->cache, b);
+  }
+
+  /* Slow path: anything uncached anywhere goes through rank 0. */
+  if (rc == HVDS_SUCCESS && !(v[0] & FLAG_NO_UNCACHED)) {
+    for (size_t i = 0; i < s->pending.cap; i++) {
+      if (!hvds__name_map_live(&s->pending, i)) continue;
+      hvds_entry_t* e = s->pending.slots[i].value;
+      if (e->sent) continue;
+      hvds_request_t r;
+      entry_to_request(s, e, &r);
+      int32_t bit;
+      if (hvds__cache_lookup(&s->cache, &r, &bit) == HVDS_CACHE_HIT) continue;
+      if (nmine == capmine) {
+        capmine = capmine ? capmine * 2 : 16;
+        hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));
+        if (m == NULL) { rc = HVDS_SYSTEM_ERROR; break; }
+        mine = m;
+      }
+      mine[nmine++] = r;
+      e->sent = 1;
+      if (e->type == HVDS_MSG_JOIN) s->joined = 1;
+    }
+    hvds_response_t* slow = NULL;
+    int32_t nslow = 0;
+    if (rc == HVDS_SUCCESS) rc = slow_path(s, mine, nmine, &slow, &nslow);
+    for (int32_t i = 0; i < nslow; i++) {
+      /* Every rank caches the same responses in the same order, so slots agree. */
+      if (slow[i].type == HVDS_MSG_ALLREDUCE) hvds__cache_put(&s->cache, &slow[i], 0);
+      hvds_response_t* r = rc == HVDS_SUCCESS ? hvds__resp_push(&resps, &nresps, &cap) : NULL;
+      if (r) *r = slow[i]; else hvds__response_free(&slow[i]);
+    }
+    free(slow);
+  }
+  if (rc == HVDS_SUCCESS) {
+    if (hvds__fuse_responses(resps, nresps, rt.fusion_threshold, out, nout) != 0)
+      rc = HVDS_SYSTEM_ERROR;
+    free(resps); /* items moved into *out */
+  } else {
+    for (int32_t i = 0; i < nresps; i++) hvds__response_free(&resps[i]);
+    free(resps);
+  }
+done:
+  free(mine);
+  if (v != stackv) free(v);
+  return rc;
+}

@@ -1,0 +1,166 @@
+/* The coordinator loop: wait for work or the cycle time, negotiate every set this rank belongs
+ * to, execute the responses, and on a communication failure stop everything with a message that
+ * names the root cause. */
+#include "coordinator.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "controller.h"
+#include "execute.h"
+#include "log.h"
+#include "p2p.h"
+#include "param.h"
+#include "store/store.h"
+#include "timeline.h"
+
+#define rt hvds__rt
+
+/* Sleeps until new work arrives, a stop is requested, or the cycle time passes. */
+static void wait_for_work(double cycle_start) {
+  double deadline = cycle_start + rt.cycle_ms / 1000.0;
+  pthread_mutex_lock(&rt.qmu);
+  while (!rt.wake && !atomic_load(&rt.shutdown_requested)) {
+    double left = deadline - hvds__now();
+    if (left <= 0) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long ns = ts.tv_nsec + (long)(left * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    if (pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts) == ETIMEDOUT) break;
+  }
+  rt.wake = 0;
+  pthread_mutex_unlock(&rt.qmu);
+}
+
+/* Applies hvds_start_timeline / hvds_stop_timeline requests on this thread. */
+static void timeline_requests(void) {
+  pthread_mutex_lock(&rt.qmu);
+  char* path = rt.timeline_request;
+  int pending = rt.timeline_pending, marks = rt.timeline_request_marks;
+  rt.timeline_request = NULL;
+  rt.timeline_pending = 0;
+  pthread_mutex_unlock(&rt.qmu);
+  if (!pending) return;
+  hvds__timeline_close(rt.timeline);
+  rt.timeline = NULL;
+  if (path && path[0] && rt.rank == 0) {
+    char err[256];
+    if (hvds__timeline_open(path, marks, &rt.timeline, err, sizeof(err)) != HVDS_SUCCESS)
+      HVDS_WARN("timeline not started: %s", err);
+  }
+  free(path);
+}
+
+/* Builds rt.fatal: what this rank saw, plus the first fault any rank reported and the
+ * launcher's word on which process exited. */
+static void record_fault(hvds_pset_t* s, hvds_result_t rc) {
+  char seen[600];
+  snprintf(seen, sizeof(seen), "rank %d: %s (%s)", rt.rank,
+           s->comm && s->comm->error[0] ? s->comm->error : "communication failed",
+           hvds_result_str(rc));
+  char root[700] = "";
+  if (rt.store) {
+    char key[256];
+    int64_t order = 0;
+    snprintf(key, sizeof(key), "%s/fault_count", rt.job);
+    if (hvds__store_add(rt.store, key, 1, &order) == HVDS_SUCCESS && order == 1) {
+      snprintf(key, sizeof(key), "%s/fault", rt.job);
+      hvds__store_set(rt.store, key, seen, strlen(seen));
+    }
+    /* The launcher records which worker exited; give it a moment to notice. */
+    void* val = NULL;
+    size_t len = 0;
+    snprintf(key, sizeof(key), "hvds/%s/failed", rt.job);
+    if (hvds__store_get(rt.store, key, 1000, &val, &len) == HVDS_SUCCESS) {
+      snprintf(root, sizeof(root), " Root cause: %.*s.", (int)len, (char*)val);
+      free(val);
+    } else {
+      snprintf(key, sizeof(key), "%s/fault", rt.job);
+      if (hvds__store_get(rt.store, key, 200, &val, &len) == HVDS_SUCCESS) {
+        snprintf(root, sizeof(root), " First failure reported: %.*s.", (int)len, (char*)val);
+        free(val);
+      }
+    }
+  }
+  snprintf(rt.fatal, sizeof(rt.fatal), "Communication failed on %s.%s", seen, root);
+  HVDS_ERROR("%s", rt.fatal);
+}
+
+void hvds__coord_fail_all(hvds_result_t status, const char* message) {
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
+    hvds_pset_t* s = rt.psets[id];
+    if (s == NULL) continue;
+    pthread_mutex_lock(&rt.qmu);
+    hvds_entry_t* e = s->q_head;
+    s->q_head = s->q_tail = NULL;
+    pthread_mutex_unlock(&rt.qmu);
+    while (e) {
+      hvds_entry_t* next = e->next;
+      hvds__entry_finish(e, status, message);
+      e = next;
+    }
+    for (size_t i = 0; i < s->pending.cap; i++) {
+      if (!hvds__name_map_live(&s->pending, i)) continue;
+      hvds_entry_t* p = s->pending.slots[i].value;
+      hvds__name_map_remove(&s->pending, s->pending.slots[i].key);
+      hvds__entry_finish(p, status, message);
+    }
+    s->join_entry = NULL;
+  }
+}
+
+/* One cycle over every set this rank belongs to. Returns 0 to go on, 1 to stop, -1 on failure. */
+static int run_once(void) {
+  int stop = 0;
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
+    pthread_mutex_lock(&rt.qmu);
+    hvds_pset_t* s = rt.psets[id];
+    pthread_mutex_unlock(&rt.qmu);
+    if (s == NULL || s->my_rank < 0) continue;
+    hvds_response_t* resps = NULL;
+    int32_t n = 0;
+    int shutdown = 0;
+    int want = id == 0 && atomic_load(&rt.shutdown_requested);
+    hvds_result_t rc = hvds__negotiate(s, want, &resps, &n, &shutdown);
+    for (int32_t i = 0; i < n; i++) {
+      if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[i]);
+      hvds__response_free(&resps[i]);
+    }
+    free(resps);
+    if (rc != HVDS_SUCCESS) {
+      record_fault(s, rc);
+      return -1;
+    }
+    if (id == 0 && shutdown) stop = 1;
+  }
+  return stop;
+}
+
+void* hvds__coord_main(void* arg) {
+  (void)arg;
+  int result = 0;
+  while (result == 0) {
+    double start = hvds__now();
+    timeline_requests();
+    if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
+    result = run_once();
+    if (result == 0) wait_for_work(start);
+  }
+  atomic_store(&rt.shut_down, 1);
+  if (result < 0) {
+    /* Make the peers fail now rather than at their timeout. */
+    hvds__p2p_abort(rt.world);
+    hvds__coord_fail_all(HVDS_REMOTE_ERROR, rt.fatal);
+  } else {
+    hvds__coord_fail_all(HVDS_SHUT_DOWN,
+                         "Horovod has been shut down. This was caused by an exception on one of "
+                         "the ranks or an attempt to allreduce, allgather or broadcast a tensor "
+                         "after one of the ranks finished execution.");
+  }
+  return NULL;
+}

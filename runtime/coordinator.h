@@ -1,0 +1,12 @@
+/* The background coordinator thread. */
+#ifndef HVDS_COORDINATOR_H_
+#define HVDS_COORDINATOR_H_
+
+#include "state.h"
+
+/* Thread body: runs cycles until every rank agreed to stop or communication failed. */
+void* hvds__coord_main(void* arg);
+/* Fails every queued and pending entry with status and message (after the loop ended). */
+void hvds__coord_fail_all(hvds_result_t status, const char* message);
+
+#endif /* HVDS_COORDINATOR_H_ */

@@ -1,0 +1,239 @@
+/* Response dispatch, the fused allreduce, and the helpers every execution path shares. */
+#include "execute.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "handle.h"
+#include "log.h"
+#include "p2p.h"
+#include "param.h"
+#include "reduce.h"
+#include "timeline.h"
+
+#define rt hvds__rt
+
+uint64_t hvds__next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
+
+void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message) {
+  pthread_mutex_lock(&rt.qmu);
+  hvds_pset_t* s = rt.psets[e->process_set];
+  if (s && hvds__name_map_get(&s->inflight, e->name) == e) hvds__name_map_remove(&s->inflight, e->name);
+  pthread_mutex_unlock(&rt.qmu);
+  hvds__handle_complete(e->handle, status, message);
+  free(e->name);
+  free(e->splits);
+  free(e->ps_ranks);
+  free(e);
+}
+
+void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes) {
+  void* p;
+  hvds_handle_rec_t* h = e->handle;
+  if (e->alloc) {
+    p = e->alloc(e->alloc_ctx, e->input.dtype, ndim, shape, bytes);
+  } else {
+    p = malloc(bytes ? bytes : 1);
+    h->owned[e->index] = p;
+  }
+  if (p == NULL) return NULL;
+  hvds_tensor_t* t = &h->outputs[e->index];
+  t->data = p;
+  t->dtype = e->input.dtype;
+  t->device = -1;
+  t->ndim = ndim;
+  memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
+  return p;
+}
+
+void* hvds__fusion_buffer(size_t bytes) {
+  if (bytes > rt.fusion_cap) {
+    size_t cap = bytes;
+    if ((int64_t)cap < rt.fusion_threshold) cap = (size_t)rt.fusion_threshold;
+    void* p = realloc(rt.fusion_buf, cap);
+    if (p == NULL) return NULL;
+    rt.fusion_buf = p;
+    rt.fusion_cap = cap;
+  }
+  return rt.fusion_buf;
+}
+
+double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r) {
+  double f = r->postscale;
+  if (r->reduce_op == HVDS_AVERAGE) f /= (double)s->n;
+  return f;
+}
+
+void hvds__tl_start(const hvds_response_t* r, const char* args) {
+  if (!rt.timeline) return;
+  for (int32_t i = 0; i < r->nnames; i++)
+    hvds__timeline_start(rt.timeline, r->names[i], hvds__msg_type_name(r->type), args);
+}
+
+void hvds__tl_activity(const hvds_response_t* r, const char* activity) {
+  if (!rt.timeline) return;
+  for (int32_t i = 0; i < r->nnames; i++) {
+    if (activity)
+      hvds__timeline_activity_start(rt.timeline, r->names[i], activity);
+    else
+      hvds__timeline_activity_end(rt.timeline, r->names[i]);
+  }
+}
+
+void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x) {
+  if (!rt.timeline) return;
+  for (int32_t i = 0; i < r->nnames; i++) {
+    char shape[256] = "[]";
+    hvds_entry_t* e = x->entries[i];
+    if (e) {
+      size_t off = (size_t)snprintf(shape, sizeof(shape), "[");
+      for (int32_t d = 0; d < e->input.ndim && off < sizeof(shape); d++)
+        off += (size_t)snprintf(shape + off, sizeof(shape) - off, d ? ", %lld" : "%lld",
+                                (long long)e->input.shape[d]);
+      if (off < sizeof(shape)) snprintf(shape + off, sizeof(shape) - off, "]");
+    }
+    hvds__timeline_end(rt.timeline, r->names[i], hvds_dtype_name((hvds_dtype_t)r->dtype), shape);
+  }
+}
+
+static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
+  for (int32_t i = 0; i < x->n; i++)
+    if (x->entries[i]) {
+      hvds__entry_finish(x->entries[i], status, msg);
+      x->entries[i] = NULL;
+    }
+}
+
+static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t total = 0;
+  for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  const char* forced = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
+  if (forced && strcmp(forced, "ring") == 0) o.algorithm = HVDS_ALGO_RING;
+  if (forced && strcmp(forced, "rhd") == 0) o.algorithm = HVDS_ALGO_RHD;
+  long long rhd = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
+  if (rhd >= 0) o.rhd_max_bytes = (size_t)rhd;
+  o.chunk_bytes = (size_t)hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
+  char args[96];
+  snprintf(args, sizeof(args), "{\"algorithm\":\"%s\"}", hvds__allreduce_choice(s->comm, total * esz, &o));
+  hvds__tl_start(r, args);
+
+  void* buf;
+  hvds_entry_t* e0 = x->entries[0];
+  int single = x->n == 1 && e0 != NULL;
+  if (single) {
+    /* No fusion copy: reduce in the caller's output. */
+    buf = e0->output.data;
+    if (buf != e0->input.data && total) memcpy(buf, e0->input.data, total * esz);
+  } else {
+    buf = hvds__fusion_buffer(total * esz);
+    if (buf == NULL) {
+      finish_all(x, HVDS_SYSTEM_ERROR, "out of memory allocating the fusion buffer");
+      return HVDS_SUCCESS; /* other ranks fail in the collective; see note in coordinator */
+    }
+    hvds__tl_activity(r, "MEMCPY_IN_FUSION_BUFFER");
+    size_t off = 0;
+    for (int32_t i = 0; i < x->n; i++) {
+      size_t b = (size_t)r->sizes[i] * esz;
+      if (x->entries[i])
+        memcpy((char*)buf + off, x->entries[i]->input.data, b);
+      else
+        memset((char*)buf + off, 0, b); /* joined rank contributes zeros */
+      off += b;
+    }
+    hvds__tl_activity(r, NULL);
+  }
+  hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
+  hvds__tl_activity(r, "GLOO_ALLREDUCE");
+  hvds_result_t rc = hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype,
+                                     r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op, &o);
+  hvds__tl_activity(r, NULL);
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
+  if (!single) {
+    hvds__tl_activity(r, "MEMCPY_OUT_FUSION_BUFFER");
+    size_t off = 0;
+    for (int32_t i = 0; i < x->n; i++) {
+      size_t b = (size_t)r->sizes[i] * esz;
+      if (x->entries[i]) memcpy(x->entries[i]->output.data, (char*)buf + off, b);
+      off += b;
+    }
+    hvds__tl_activity(r, NULL);
+  }
+  hvds__tl_end(r, x);
+  finish_all(x, HVDS_SUCCESS, NULL);
+  return HVDS_SUCCESS;
+}
+
+static hvds_result_t exec_join(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = s->join_entry;
+  s->joined = 0;
+  s->join_entry = NULL;
+  if (e) {
+    hvds__name_map_remove(&s->pending, e->name);
+    pthread_mutex_lock(&rt.hmu);
+    e->handle->join_rank = r->last_joined_rank;
+    pthread_mutex_unlock(&rt.hmu);
+    hvds__entry_finish(e, HVDS_SUCCESS, NULL);
+  }
+  x->entries[0] = NULL;
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
+  hvds_entry_t* stack[64];
+  hvds_exec_t x = {r->nnames <= 64 ? stack : calloc((size_t)r->nnames, sizeof(void*)), r->nnames};
+  if (x.entries == NULL) return HVDS_SYSTEM_ERROR;
+  for (int32_t i = 0; i < r->nnames; i++)
+    x.entries[i] = r->type == HVDS_MSG_JOIN ? NULL : hvds__name_map_remove(&s->pending, r->names[i]);
+
+  hvds_result_t rc = HVDS_SUCCESS;
+  switch (r->type) {
+    case HVDS_MSG_ERROR:
+      finish_all(&x, HVDS_PRECONDITION_ERROR, r->error);
+      break;
+    case HVDS_MSG_ALLREDUCE:
+      rc = exec_allreduce(s, r, &x);
+      break;
+    case HVDS_MSG_ALLGATHER:
+      rc = hvds__exec_allgather(s, r, &x);
+      break;
+    case HVDS_MSG_BROADCAST:
+      rc = hvds__exec_broadcast(s, r, &x);
+      break;
+    case HVDS_MSG_ALLTOALL:
+      rc = hvds__exec_alltoall(s, r, &x);
+      break;
+    case HVDS_MSG_REDUCESCATTER:
+      rc = hvds__exec_reducescatter(s, r, &x);
+      break;
+    case HVDS_MSG_BARRIER: {
+      hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+      rc = hvds__barrier(s->comm, &o);
+      if (rc == HVDS_SUCCESS) finish_all(&x, HVDS_SUCCESS, NULL);
+      break;
+    }
+    case HVDS_MSG_JOIN:
+      rc = exec_join(s, r, &x);
+      break;
+    case HVDS_MSG_PS_ADD:
+      rc = hvds__exec_ps_add(s, r, &x);
+      break;
+    case HVDS_MSG_PS_REMOVE:
+      rc = hvds__exec_ps_remove(s, r, &x);
+      break;
+    default:
+      finish_all(&x, HVDS_INTERNAL_ERROR, "unknown response type");
+  }
+  if (rc != HVDS_SUCCESS) {
+    /* Communication failed: these entries fail with the transport's message. */
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s failed: %s", hvds__msg_type_name(r->type), s->comm->error);
+    finish_all(&x, rc, msg);
+  }
+  if (x.entries != stack) free(x.entries);
+  return rc;
+}

@@ -1,0 +1,39 @@
+/* Execution of negotiated responses: pack, run the algorithm over the set's communicator,
+ * unpack, scale, complete the handles. Coordinator thread only. */
+#ifndef HVDS_EXECUTE_H_
+#define HVDS_EXECUTE_H_
+
+#include "state.h"
+
+/* Runs r on set s. Per-tensor failures (validation errors, allocation) complete the handles and
+ * return HVDS_SUCCESS; a communication failure returns its code (the runtime cannot continue). */
+hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r);
+
+/* Shared by the execute_*.c files. */
+typedef struct {
+  hvds_entry_t** entries; /* one per response name; NULL where this rank has none (joined) */
+  int32_t n;
+} hvds_exec_t;
+/* Completes and frees an entry. */
+void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message);
+/* Allocates output i of e's handle with the given shape; NULL on failure (entry completed). */
+void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes);
+/* Ensures the fusion buffer holds at least bytes. */
+void* hvds__fusion_buffer(size_t bytes);
+/* Scale factor to apply after reducing (Average divides by the set size). */
+double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r);
+uint64_t hvds__next_tag(hvds_pset_t* s);
+/* Timeline helpers: no-ops unless this rank writes a timeline. */
+void hvds__tl_start(const hvds_response_t* r, const char* args);
+void hvds__tl_activity(const hvds_response_t* r, const char* activity); /* NULL ends */
+void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x);
+
+hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+/* Process-set registration (process_set.c). */
+hvds_result_t hvds__exec_ps_add(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+hvds_result_t hvds__exec_ps_remove(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+
+#endif /* HVDS_EXECUTE_H_ */

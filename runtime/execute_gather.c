@@ -1,0 +1,200 @@
+/* Execution of the collectives whose output size comes from negotiation: allgather, alltoall,
+ * reducescatter; and broadcast. None of them is fused. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "execute.h"
+#include "p2p.h"
+#include "reduce.h"
+
+#define rt hvds__rt
+
+/* Elements in one row (every dimension after the first) of the negotiated shape. */
+static size_t row_elems(const hvds_response_t* r) {
+  size_t n = 1;
+  for (int32_t d = 1; d < r->nextra; d++) n *= (size_t)r->extra[d];
+  return n;
+}
+
+static void out_shape(const hvds_response_t* r, int64_t dim0, int64_t* shape) {
+  shape[0] = dim0;
+  for (int32_t d = 1; d < r->nextra; d++) shape[d] = r->extra[d];
+}
+
+hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
+  if (bytes == NULL) {
+    hvds__entry_finish(e, HVDS_SYSTEM_ERROR, "out of memory");
+    x->entries[0] = NULL;
+    return HVDS_SUCCESS;
+  }
+  int64_t rows = 0;
+  size_t off = 0;
+  for (int32_t k = 0; k < s->n; k++) {
+    bytes[k] = (size_t)r->sizes[k] * row;
+    if (k < s->my_rank) off += bytes[k];
+    rows += r->sizes[k];
+  }
+  int64_t shape[HVDS_MAX_DIMS];
+  out_shape(r, rows, shape);
+  hvds__tl_start(r, NULL);
+  hvds__tl_activity(r, "ALLOCATE_OUTPUT");
+  char* out = hvds__entry_alloc_output(e, r->nextra, shape, (size_t)rows * row);
+  hvds__tl_activity(r, NULL);
+  hvds_result_t rc = HVDS_SUCCESS;
+  /* Without an output, still take part (in scratch) so the other ranks are not left waiting. */
+  char* buf = out ? out : hvds__fusion_buffer((size_t)rows * row);
+  if (buf == NULL) {
+    free(bytes);
+    return HVDS_SYSTEM_ERROR;
+  }
+  memcpy(buf + off, e->input.data, bytes[s->my_rank]);
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  hvds__tl_activity(r, "GLOO_ALLGATHER");
+  rc = hvds__allgatherv(s->comm, buf, bytes, &o);
+  hvds__tl_activity(r, NULL);
+  free(bytes);
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds__tl_end(r, x);
+  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+                     out ? NULL : "allgather: the output allocator returned NULL");
+  x->entries[0] = NULL;
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  size_t bytes = (size_t)r->sizes[0] * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  hvds__tl_start(r, NULL);
+  hvds__tl_activity(r, "GLOO_BCAST");
+  hvds_result_t rc = hvds__broadcast(s->comm, e->input.data, bytes, r->root_rank, &o);
+  hvds__tl_activity(r, NULL);
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds__tl_end(r, x);
+  hvds__entry_finish(e, HVDS_SUCCESS, NULL);
+  x->entries[0] = NULL;
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  int32_t n = s->n;
+  size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  /* Four arrays in one allocation: send splits, recv splits, then byte counts and offsets. */
+  int32_t* splits = calloc((size_t)n * 2, sizeof(int32_t));
+  size_t* v = calloc((size_t)n * 6, sizeof(size_t));
+  if (splits == NULL || v == NULL) {
+    free(splits);
+    free(v);
+    return HVDS_SYSTEM_ERROR;
+  }
+  int32_t* recv_splits = splits + n;
+  for (int32_t k = 0; k < n; k++)
+    splits[k] = e->splits ? e->splits[k] : (int32_t)(e->input.shape[0] / n);
+  size_t *four = v, *off4 = v + n;
+  for (int32_t k = 0; k < n; k++) {
+    four[k] = 4;
+    off4[k] = (size_t)k * 4;
+  }
+  hvds__tl_start(r, NULL);
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  hvds_result_t rc = hvds__alltoallv(s->comm, splits, four, off4, recv_splits, four, off4, &o);
+  if (rc != HVDS_SUCCESS) goto done;
+  size_t *sb = v + 2 * n, *so = v + 3 * n, *rb = v + 4 * n, *ro = v + 5 * n;
+  int64_t rows = 0;
+  size_t soff = 0, roff = 0;
+  for (int32_t k = 0; k < n; k++) {
+    sb[k] = (size_t)splits[k] * row;
+    so[k] = soff;
+    soff += sb[k];
+    rb[k] = (size_t)recv_splits[k] * row;
+    ro[k] = roff;
+    roff += rb[k];
+    rows += recv_splits[k];
+  }
+  int64_t shape[HVDS_MAX_DIMS];
+  out_shape(r, rows, shape);
+  char* out = hvds__entry_alloc_output(e, r->nextra, shape, roff);
+  char* buf = out ? out : hvds__fusion_buffer(roff);
+  if (buf == NULL) {
+    rc = HVDS_SYSTEM_ERROR;
+    goto done;
+  }
+  o.tag = hvds__next_tag(s);
+  hvds__tl_activity(r, "GLOO_ALLTOALL");
+  rc = hvds__alltoallv(s->comm, e->input.data, sb, so, buf, rb, ro, &o);
+  hvds__tl_activity(r, NULL);
+  if (rc != HVDS_SUCCESS) goto done;
+  pthread_mutex_lock(&rt.hmu);
+  e->handle->recv_splits = malloc((size_t)n * sizeof(int32_t));
+  if (e->handle->recv_splits) {
+    memcpy(e->handle->recv_splits, recv_splits, (size_t)n * sizeof(int32_t));
+    e->handle->nrecv_splits = n;
+  }
+  pthread_mutex_unlock(&rt.hmu);
+  hvds__tl_end(r, x);
+  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+                     out ? NULL : "alltoall: the output allocator returned NULL");
+  x->entries[0] = NULL;
+done:
+  free(splits);
+  free(v);
+  return rc;
+}
+
+hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  /* Grouped reducescatters arrive as separate responses; each runs on its own. */
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  int32_t n = s->n;
+  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = row_elems(r);
+  int64_t dim0 = r->nextra > 0 ? r->extra[0] : 1;
+  size_t total = (size_t)r->sizes[0];
+  size_t* counts = calloc((size_t)n, sizeof(size_t));
+  char* buf = hvds__fusion_buffer(total * esz);
+  if (counts == NULL || buf == NULL) {
+    free(counts);
+    return HVDS_SYSTEM_ERROR;
+  }
+  size_t my_off = 0;
+  for (int32_t k = 0; k < n; k++) {
+    counts[k] = (size_t)(dim0 / n + (k < dim0 % n ? 1 : 0)) * row;
+    if (k < s->my_rank) my_off += counts[k];
+  }
+  hvds__tl_start(r, NULL);
+  memcpy(buf, e->input.data, total * esz);
+  hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  hvds__tl_activity(r, "GLOO_REDUCESCATTER");
+  hvds_result_t rc = hvds__reducescatter(s->comm, buf, counts, (hvds_dtype_t)r->dtype,
+                                         r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op, &o);
+  hvds__tl_activity(r, NULL);
+  if (rc != HVDS_SUCCESS) {
+    free(counts);
+    return rc;
+  }
+  int64_t shape[HVDS_MAX_DIMS];
+  out_shape(r, (int64_t)(counts[s->my_rank] / (row ? row : 1)), shape);
+  if (row == 0) shape[0] = dim0 / n + (s->my_rank < dim0 % n ? 1 : 0);
+  size_t mine = counts[s->my_rank];
+  char* out = hvds__entry_alloc_output(e, r->nextra > 0 ? r->nextra : 1, shape, mine * esz);
+  if (out) {
+    memcpy(out, buf + my_off * esz, mine * esz);
+    hvds__scale(out, mine, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
+  }
+  free(counts);
+  hvds__tl_end(r, x);
+  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+                     out ? NULL : "reducescatter: the output allocator returned NULL");
+  x->entries[0] = NULL;
+  return HVDS_SUCCESS;
+}

@@ -1,0 +1,221 @@
+/* Handle table and the public handle functions (poll, wait, outputs, release). */
+#include "handle.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define rt hvds__rt
+
+static void record_free(hvds_handle_rec_t* h) {
+  if (h == NULL) return;
+  for (int32_t i = 0; i < h->n; i++) free(h->owned[i]);
+  free(h->owned);
+  free(h->outputs);
+  free(h->recv_splits);
+  free(h->message);
+  free(h);
+}
+
+static int grow_locked(void) {
+  size_t cap = rt.handle_cap ? rt.handle_cap * 2 : 1024;
+  hvds_handle_rec_t** hs = realloc(rt.handles, cap * sizeof(*hs));
+  if (hs == NULL) return -1;
+  rt.handles = hs;
+  uint32_t* gen = realloc(rt.handle_gen, cap * sizeof(*gen));
+  if (gen == NULL) return -1;
+  rt.handle_gen = gen;
+  size_t* fr = realloc(rt.free_slots, cap * sizeof(*fr));
+  if (fr == NULL) return -1;
+  rt.free_slots = fr;
+  for (size_t i = rt.handle_cap; i < cap; i++) {
+    rt.handles[i] = NULL;
+    rt.handle_gen[i] = 1;
+  }
+  /* Push new slots so that the lowest is taken first. */
+  for (size_t i = cap; i > rt.handle_cap; i--) rt.free_slots[rt.nfree++] = i - 1;
+  rt.handle_cap = cap;
+  return 0;
+}
+
+hvds_handle_rec_t* hvds__handle_create(int32_t n) {
+  hvds_handle_rec_t* h = calloc(1, sizeof(*h));
+  if (h == NULL) return NULL;
+  h->n = n;
+  h->remaining = n;
+  h->join_rank = -1;
+  h->result_int = -1;
+  h->outputs = calloc((size_t)(n > 0 ? n : 1), sizeof(hvds_tensor_t));
+  h->owned = calloc((size_t)(n > 0 ? n : 1), sizeof(void*));
+  if (h->outputs == NULL || h->owned == NULL) {
+    record_free(h);
+    return NULL;
+  }
+  pthread_mutex_lock(&rt.hmu);
+  if (rt.nfree == 0 && grow_locked() != 0) {
+    pthread_mutex_unlock(&rt.hmu);
+    record_free(h);
+    return NULL;
+  }
+  size_t slot = rt.free_slots[--rt.nfree];
+  rt.handles[slot] = h;
+  h->id = ((hvds_handle_t)rt.handle_gen[slot] << 32) | (hvds_handle_t)(slot + 1);
+  pthread_mutex_unlock(&rt.hmu);
+  return h;
+}
+
+hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id) {
+  if (id <= 0) return NULL;
+  size_t slot = (size_t)(id & 0xffffffff) - 1;
+  uint32_t gen = (uint32_t)(id >> 32);
+  if (slot >= rt.handle_cap || rt.handle_gen[slot] != gen) return NULL;
+  return rt.handles[slot];
+}
+
+static void drop_slot_locked(hvds_handle_rec_t* h) {
+  size_t slot = (size_t)(h->id & 0xffffffff) - 1;
+  rt.handles[slot] = NULL;
+  rt.handle_gen[slot]++;
+  rt.free_slots[rt.nfree++] = slot;
+}
+
+void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message) {
+  pthread_mutex_lock(&rt.hmu);
+  if (status != HVDS_SUCCESS && h->status == HVDS_SUCCESS) {
+    h->status = status;
+    free(h->message);
+    h->message = strdup(message ? message : hvds_result_str(status));
+  }
+  if (--h->remaining <= 0) {
+    h->done = 1;
+    if (h->released) {
+      drop_slot_locked(h);
+      record_free(h);
+    }
+    pthread_cond_broadcast(&rt.hcv);
+  }
+  pthread_mutex_unlock(&rt.hmu);
+}
+
+void hvds__handle_table_free(void) {
+  pthread_mutex_lock(&rt.hmu);
+  for (size_t i = 0; i < rt.handle_cap; i++) record_free(rt.handles[i]);
+  free(rt.handles);
+  free(rt.handle_gen);
+  free(rt.free_slots);
+  rt.handles = NULL;
+  rt.handle_gen = NULL;
+  rt.free_slots = NULL;
+  rt.handle_cap = rt.nfree = 0;
+  pthread_mutex_unlock(&rt.hmu);
+}
+
+/* ---- public API ---- */
+
+int hvds_poll(hvds_handle_t id) {
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  int r = h ? h->done : -1;
+  pthread_mutex_unlock(&rt.hmu);
+  return r;
+}
+
+hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  if (timeout_ms >= 0) {
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000L;
+    }
+  }
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  while (h != NULL && !h->done) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&rt.hcv, &rt.hmu);
+    } else if (pthread_cond_timedwait(&rt.hcv, &rt.hmu, &deadline) == ETIMEDOUT) {
+      pthread_mutex_unlock(&rt.hmu);
+      return HVDS_TIMEOUT;
+    }
+    h = hvds__handle_find_locked(id);
+  }
+  hvds_result_t r = h ? h->status : HVDS_INVALID_ARGUMENT;
+  pthread_mutex_unlock(&rt.hmu);
+  if (h == NULL) return hvds__set_error(HVDS_INVALID_ARGUMENT, "unknown handle %lld", (long long)id);
+  return r;
+}
+
+const char* hvds_handle_error(hvds_handle_t id) {
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  const char* m = (h && h->message) ? h->message : "";
+  pthread_mutex_unlock(&rt.hmu);
+  return m; /* valid until release */
+}
+
+hvds_result_t hvds_handle_output(hvds_handle_t id, int32_t i, hvds_tensor_t* output) {
+  hvds_result_t rc = HVDS_SUCCESS;
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  if (h == NULL || i < 0 || i >= h->n)
+    rc = HVDS_INVALID_ARGUMENT;
+  else if (!h->done)
+    rc = HVDS_IN_PROGRESS;
+  else
+    *output = h->outputs[i];
+  pthread_mutex_unlock(&rt.hmu);
+  return rc;
+}
+
+void* hvds_handle_take_output(hvds_handle_t id, int32_t i) {
+  void* p = NULL;
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  if (h && h->done && i >= 0 && i < h->n) {
+    p = h->owned[i];
+    h->owned[i] = NULL;
+  }
+  pthread_mutex_unlock(&rt.hmu);
+  return p;
+}
+
+void hvds_free(void* p) { free(p); }
+
+int32_t hvds_handle_splits(hvds_handle_t id, const int32_t** splits) {
+  int32_t n = -1;
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  if (h && h->done) {
+    *splits = h->recv_splits;
+    n = h->nrecv_splits;
+  }
+  pthread_mutex_unlock(&rt.hmu);
+  return n;
+}
+
+int32_t hvds_handle_join_rank(hvds_handle_t id) {
+  int32_t r = -1;
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  if (h && h->done) r = h->join_rank;
+  pthread_mutex_unlock(&rt.hmu);
+  return r;
+}
+
+void hvds_release(hvds_handle_t id) {
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  if (h != NULL) {
+    if (h->done) {
+      drop_slot_locked(h);
+      record_free(h);
+    } else {
+      h->released = 1;
+    }
+  }
+  pthread_mutex_unlock(&rt.hmu);
+}

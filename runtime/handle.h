@@ -1,0 +1,18 @@
+/* Handle table: what the framework waits on. Slots are reused; an id carries its slot's
+ * generation so a stale id never finds a newer handle. All functions take rt.hmu themselves. */
+#ifndef HVDS_HANDLE_H_
+#define HVDS_HANDLE_H_
+
+#include "state.h"
+
+/* Creates a pending handle for n entries. Returns NULL when out of memory. */
+hvds_handle_rec_t* hvds__handle_create(int32_t n);
+/* Marks one entry done. The first failure's status and message win. Frees the record when the
+ * last entry completes on a handle the caller already released. Coordinator thread. */
+void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message);
+/* Looks up an id; returns NULL for unknown ids. Call with rt.hmu held. */
+hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id);
+/* Frees every record (shutdown with nothing pending). */
+void hvds__handle_table_free(void);
+
+#endif /* HVDS_HANDLE_H_ */

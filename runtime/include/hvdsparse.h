@@ -1,0 +1,225 @@
+/* hvdsparse: the public C API.
+ *
+ * A Horovod-compatible runtime. A background coordinator thread negotiates which named tensors
+ * are ready on every rank, fuses them and runs the collective. Every collective is asynchronous:
+ * the enqueue call returns a handle at once, and hvds_wait() blocks until it is done.
+ *
+ * Thread-safety: every function may be called from any thread unless its comment says otherwise.
+ * Before hvds_init() the query functions return -1 and the enqueue functions HVDS_INVALID_USAGE.
+ */
+#ifndef HVDSPARSE_H_
+#define HVDSPARSE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HVDS_VERSION_STRING "0.1.0"
+#define HVDS_MAX_DIMS 8
+
+/* One status type for the whole API; hvds_result_str() names each. */
+#define HVDS_RESULT_LIST(X)                                                   \
+  X(HVDS_SUCCESS, 0, "success")                                               \
+  X(HVDS_IN_PROGRESS, 1, "in progress")                                       \
+  X(HVDS_INVALID_ARGUMENT, 2, "invalid argument")                             \
+  X(HVDS_INVALID_USAGE, 3, "invalid usage")                                   \
+  X(HVDS_PRECONDITION_ERROR, 4, "precondition error (ranks disagree)")       \
+  X(HVDS_SYSTEM_ERROR, 5, "system error")                                     \
+  X(HVDS_TIMEOUT, 6, "timeout")                                               \
+  X(HVDS_REMOTE_ERROR, 7, "remote error (a peer failed)")                     \
+  X(HVDS_SHUT_DOWN, 8, "runtime shut down")                                   \
+  X(HVDS_INTERNAL_ERROR, 9, "internal error")                                 \
+  X(HVDS_NOT_SUPPORTED, 10, "not supported")
+
+typedef enum {
+#define HVDS_RESULT_ENUM(name, value, text) name = value,
+  HVDS_RESULT_LIST(HVDS_RESULT_ENUM)
+#undef HVDS_RESULT_ENUM
+} hvds_result_t;
+
+/* Data types. Values 0..9 are Horovod's DataType numbering; bfloat16 is ours. */
+typedef enum {
+  HVDS_UINT8 = 0,
+  HVDS_INT8 = 1,
+  HVDS_UINT16 = 2,
+  HVDS_INT16 = 3,
+  HVDS_INT32 = 4,
+  HVDS_INT64 = 5,
+  HVDS_FLOAT16 = 6,
+  HVDS_FLOAT32 = 7,
+  HVDS_FLOAT64 = 8,
+  HVDS_BOOL = 9,
+  HVDS_BFLOAT16 = 10,
+  HVDS_DTYPE_COUNT = 11
+} hvds_dtype_t;
+
+/* Reduction operations, Horovod's ReduceOp numbering. Adasum is not supported. */
+typedef enum {
+  HVDS_AVERAGE = 0,
+  HVDS_SUM = 1,
+  HVDS_ADASUM = 2,
+  HVDS_MIN = 3,
+  HVDS_MAX = 4,
+  HVDS_PRODUCT = 5
+} hvds_reduce_op_t;
+
+/* A tensor view: the caller owns the memory. Shape is copied at enqueue. device -1 is the CPU. */
+typedef struct {
+  void* data;
+  hvds_dtype_t dtype;
+  int32_t device;
+  int32_t ndim;
+  int64_t shape[HVDS_MAX_DIMS];
+} hvds_tensor_t;
+
+/* Handles are small positive integers; 0 is never a valid handle. */
+typedef int64_t hvds_handle_t;
+
+/* Allocates an output whose shape is known only after negotiation (allgather, alltoall,
+ * reducescatter). Called on the coordinator thread; returns NULL to fail the operation.
+ * The caller of the enqueue owns the returned memory. */
+typedef void* (*hvds_alloc_fn)(void* ctx, hvds_dtype_t dtype, int32_t ndim, const int64_t* shape,
+                               size_t bytes);
+
+/* Options shared by every collective. Initialise with HVDS_OP_OPTIONS_INIT. */
+typedef struct {
+  size_t size;             /* sizeof(hvds_op_options_t) */
+  uint32_t version;        /* 1 */
+  const char* name;        /* negotiation key, identical on every rank; required */
+  int32_t process_set;     /* 0 is the global set */
+  hvds_reduce_op_t op;     /* allreduce and reducescatter */
+  double prescale;         /* multiply inputs before reducing */
+  double postscale;        /* multiply the result after reducing */
+  int32_t root_rank;       /* broadcast: rank relative to the process set */
+  const int32_t* splits;   /* alltoall: rows sent to each rank of the set, or NULL for equal */
+  int32_t nsplits;         /* number of entries in splits */
+  hvds_alloc_fn alloc;     /* output allocator, or NULL for runtime-owned memory */
+  void* alloc_ctx;         /* passed to alloc */
+} hvds_op_options_t;
+
+#define HVDS_OP_OPTIONS_INIT \
+  { sizeof(hvds_op_options_t), 1, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL }
+
+/* ---- Lifecycle ---- */
+
+/* Starts the runtime: reads rank and size from the environment (set by `hvdsparse run`),
+ * rendezvous with every rank, starts the coordinator thread. Idempotent; works again after
+ * hvds_shutdown() with a fresh rendezvous. Blocks until every rank has joined or the start
+ * timeout passes. On error, hvds_last_error() says why. */
+hvds_result_t hvds_init(void);
+
+/* As hvds_init(), and registers static process sets: sets[i] has sizes[i] ranks, given one
+ * after another in ranks. Every rank must pass the same sets in the same order. */
+hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n);
+
+/* Stops the coordinator; pending operations fail with HVDS_SHUT_DOWN. Safe to call twice. */
+hvds_result_t hvds_shutdown(void);
+int hvds_is_initialized(void);
+
+/* The message of the last failed call on this thread (thread-local, valid until the next call). */
+const char* hvds_last_error(void);
+const char* hvds_result_str(hvds_result_t r);
+
+/* ---- Queries: -1 before init ---- */
+int hvds_rank(void);
+int hvds_size(void);
+int hvds_local_rank(void);
+int hvds_local_size(void);
+int hvds_cross_rank(void);
+int hvds_cross_size(void);
+int hvds_is_homogeneous(void);
+
+/* ---- What was built ---- */
+int hvds_gloo_built(void);
+int hvds_nccl_built(void); /* NCCL version code (e.g. 22703), 0 when not built */
+int hvds_cuda_built(void);
+int hvds_mpi_built(void);
+int hvds_hwloc_built(void);
+
+/* ---- Collectives: each returns a handle in *handle on success ---- */
+
+/* output has input's shape and dtype; output->data may equal input->data (in place). */
+hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* output,
+                                   const hvds_op_options_t* opts, hvds_handle_t* handle);
+
+/* n tensors negotiated and completed together, named "<name>_<i>of<n>"; one handle. */
+hvds_result_t hvds_grouped_allreduce_async(int32_t n, const hvds_tensor_t* inputs,
+                                           hvds_tensor_t* outputs, const hvds_op_options_t* opts,
+                                           hvds_handle_t* handle);
+
+/* Concatenates along dimension 0; the first dimension may differ per rank. */
+hvds_result_t hvds_allgather_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                   hvds_handle_t* handle);
+
+/* In place: tensor->data on the root is sent; on the others it is overwritten. */
+hvds_result_t hvds_broadcast_async(hvds_tensor_t* tensor, const hvds_op_options_t* opts,
+                                   hvds_handle_t* handle);
+
+/* Sends opts->splits[i] rows to rank i; the received splits come from hvds_handle_splits(). */
+hvds_result_t hvds_alltoall_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                  hvds_handle_t* handle);
+
+/* Reduces, then rank i keeps dim0/size rows (+1 if i < dim0 % size), as Horovod does. */
+hvds_result_t hvds_reducescatter_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
+                                       hvds_handle_t* handle);
+
+/* n tensors reduced and scattered together; outputs come from hvds_handle_output(h, i, ...). */
+hvds_result_t hvds_grouped_reducescatter_async(int32_t n, const hvds_tensor_t* inputs,
+                                               const hvds_op_options_t* opts,
+                                               hvds_handle_t* handle);
+
+hvds_result_t hvds_barrier_async(int32_t process_set, hvds_handle_t* handle);
+
+/* This rank has no more work: it contributes zeros to the others' allreduces until every rank
+ * joined. hvds_handle_join_rank() gives the last rank that joined. */
+hvds_result_t hvds_join_async(hvds_handle_t* handle);
+
+/* ---- Handles ---- */
+
+/* 1 when done, 0 when pending, -1 for an unknown handle. Never blocks. */
+int hvds_poll(hvds_handle_t handle);
+
+/* Blocks until done (timeout_ms < 0: no limit). Returns the operation's status; on failure
+ * hvds_handle_error() holds the message, which names the tensor and the rank when known. */
+hvds_result_t hvds_wait(hvds_handle_t handle, int32_t timeout_ms);
+const char* hvds_handle_error(hvds_handle_t handle);
+
+/* Output i (allgather, alltoall, reducescatter). The memory is the alloc callback's, or else
+ * runtime-owned until hvds_release() unless taken with hvds_handle_take_output(). */
+hvds_result_t hvds_handle_output(hvds_handle_t handle, int32_t i, hvds_tensor_t* output /* OUT */);
+/* Transfers runtime-owned output memory to the caller, who frees it with hvds_free(). */
+void* hvds_handle_take_output(hvds_handle_t handle, int32_t i);
+void hvds_free(void* p);
+/* Alltoall: number of received splits, written to *splits (valid until release). */
+int32_t hvds_handle_splits(hvds_handle_t handle, const int32_t** splits /* OUT */);
+int32_t hvds_handle_join_rank(hvds_handle_t handle);
+
+/* Forgets the handle. Safe on pending handles (the result is discarded) and on 0. */
+void hvds_release(hvds_handle_t handle);
+
+/* ---- Process sets ---- */
+/* Must be called on every rank in the same order; blocks until registered. */
+hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id /* OUT */);
+hvds_result_t hvds_remove_process_set(int32_t id);
+int hvds_process_set_rank(int32_t id);     /* -1 when this rank is not a member */
+int hvds_process_set_size(int32_t id);     /* -1 for an unknown set */
+int hvds_process_set_included(int32_t id); /* 1, 0, or -1 for an unknown set */
+int32_t hvds_process_set_ranks(int32_t id, int32_t* ranks /* OUT, size() entries */);
+int32_t hvds_number_of_process_sets(void);
+int32_t hvds_process_set_ids(int32_t* ids /* OUT */);
+
+/* ---- Timeline ---- */
+hvds_result_t hvds_start_timeline(const char* path, int mark_cycles);
+hvds_result_t hvds_stop_timeline(void);
+
+/* ---- Helpers ---- */
+size_t hvds_dtype_size(hvds_dtype_t dtype);
+const char* hvds_dtype_name(hvds_dtype_t dtype); /* Horovod's names: "FLOAT32", ... */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDSPARSE_H_ */

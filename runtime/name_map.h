@@ -1,0 +1,32 @@
+/* A string-keyed hash map (open addressing). Keys are copied; values are the caller's.
+ * Not thread-safe: each map has one owning thread or an outside lock. */
+#ifndef HVDS_NAME_MAP_H_
+#define HVDS_NAME_MAP_H_
+
+#include <stddef.h>
+
+typedef struct {
+  char* key;  /* owned copy; NULL = empty slot */
+  void* value;
+  int tomb;   /* 1 = deleted slot (keeps probe chains intact) */
+} hvds_name_slot_t;
+
+typedef struct {
+  hvds_name_slot_t* slots;
+  size_t cap;   /* power of two, or 0 before first insert */
+  size_t count; /* live keys */
+  size_t used;  /* live + tombstones */
+} hvds_name_map_t;
+
+/* Returns 0, or -1 when out of memory. Replaces the value of an existing key. */
+int hvds__name_map_put(hvds_name_map_t* m, const char* key, void* value);
+void* hvds__name_map_get(const hvds_name_map_t* m, const char* key); /* NULL if absent */
+void* hvds__name_map_remove(hvds_name_map_t* m, const char* key);    /* old value or NULL */
+void hvds__name_map_clear(hvds_name_map_t* m);                        /* frees keys and slots */
+
+/* Iteration: for (size_t i = 0; i < m->cap; i++) if (hvds__name_map_live(m, i)) ... */
+static inline int hvds__name_map_live(const hvds_name_map_t* m, size_t i) {
+  return m->slots[i].key != NULL && !m->slots[i].tomb;
+}
+
+#endif /* HVDS_NAME_MAP_H_ */

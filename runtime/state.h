@@ -1,0 +1,145 @@
+/* The runtime singleton and the records it owns: tensor entries, handles, process sets.
+ * Every field says which thread writes it. "coord" is the coordinator thread; "any" means any
+ * thread under the lock named. */
+#ifndef HVDS_STATE_H_
+#define HVDS_STATE_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "include/hvdsparse.h"
+#include "message.h"
+#include "name_map.h"
+#include "response_cache.h"
+
+struct hvds_p2p;
+struct hvds_store;
+struct hvds_timeline;
+
+#define HVDS_MAX_PROCESS_SETS 256
+
+typedef struct hvds_handle_rec hvds_handle_rec_t;
+
+/* One tensor submitted by the framework (Horovod's TensorTableEntry). */
+typedef struct hvds_entry {
+  char* name;                 /* negotiation key */
+  int32_t type;               /* hvds_msg_type_t */
+  hvds_tensor_t input;        /* caller's memory */
+  hvds_tensor_t output;       /* allreduce: caller's output view (may alias input) */
+  hvds_reduce_op_t op;
+  double prescale, postscale;
+  int32_t root_rank;          /* set-relative */
+  int32_t* splits;            /* alltoall, owned; NULL = equal split */
+  int32_t nsplits;
+  int32_t* ps_ranks;          /* PS_ADD: ranks of the new set, owned */
+  int32_t ps_nranks;
+  hvds_alloc_fn alloc;
+  void* alloc_ctx;
+  int32_t process_set;
+  hvds_handle_rec_t* handle;  /* completion target */
+  int32_t index;              /* position within the handle's outputs */
+  double enqueue_time;        /* seconds, monotonic */
+  int sent;                   /* coord: request sent to the set's coordinator */
+  struct hvds_entry* next;    /* queue link */
+} hvds_entry_t;
+
+/* What hvds_wait() waits on. Guarded by rt.hmu. */
+struct hvds_handle_rec {
+  hvds_handle_t id;
+  int32_t n;                  /* entries */
+  int32_t remaining;          /* entries not yet completed */
+  int done;
+  int released;               /* the caller forgot it; free at completion */
+  hvds_result_t status;       /* first failure wins */
+  char* message;
+  hvds_tensor_t* outputs;     /* n entries: results (allgather, alltoall, reducescatter) */
+  void** owned;               /* n entries: runtime-allocated output memory, freed at release */
+  int32_t* recv_splits;       /* alltoall */
+  int32_t nrecv_splits;
+  int32_t join_rank;          /* join: last rank that joined */
+  int32_t result_int;         /* process-set add: the new id */
+};
+
+/* Per-rank bookkeeping of a tensor at the set's coordinator (Horovod's message table). */
+typedef struct {
+  hvds_request_t* reqs;       /* one per set rank; reqs[r].name == NULL until rank r asked */
+  int32_t count;
+  double first_seen;
+  int32_t warned;
+} hvds_table_rec_t;
+
+typedef struct hvds_pset {
+  int32_t id;
+  int32_t* ranks;             /* global ranks, sorted */
+  int32_t n;
+  int32_t my_rank;            /* rank within the set, -1 if not a member */
+  struct hvds_p2p* comm;      /* coord: NULL when not a member */
+  uint64_t tag_seq;           /* coord: next tag; identical on every member */
+  /* Guarded by rt.qmu: */
+  hvds_entry_t* q_head;
+  hvds_entry_t* q_tail;
+  hvds_name_map_t inflight;   /* names queued or pending -> entry (duplicate detection) */
+  int marked_removed;
+  /* Coordinator thread only: */
+  hvds_name_map_t pending;    /* popped entries awaiting a response: name -> entry */
+  hvds_cache_t cache;
+  hvds_name_map_t table;      /* set rank 0: name -> hvds_table_rec_t* */
+  int joined;                 /* this rank called join and awaits the JOIN response */
+  hvds_entry_t* join_entry;
+  int32_t* joined_ranks;      /* set rank 0: 1 per rank that joined */
+  int32_t joined_count;
+  int32_t last_joined;
+  double last_stall_check;
+} hvds_pset_t;
+
+typedef struct hvds_runtime {
+  pthread_mutex_t life_mu;       /* any: serializes init and shutdown */
+  _Atomic int initialized;       /* init/shutdown */
+  _Atomic int shut_down;         /* coord: loop ended; enqueue fails after this */
+  _Atomic int shutdown_requested;/* any: ask every rank to stop */
+  int generation;                /* init: count of inits in this process */
+
+  int rank, size, local_rank, local_size, cross_rank, cross_size, homogeneous; /* init */
+  char job[128];                 /* init: key prefix in the store */
+  struct hvds_store* store;      /* init; then coord (fault reports) */
+  struct hvds_p2p* world;        /* init; then coord */
+  struct hvds_p2p* local;        /* init: ranks on this host */
+  struct hvds_p2p* cross;        /* init: ranks with this local rank */
+  pthread_t thread;
+
+  pthread_mutex_t qmu;           /* guards queues, psets table, wakeups */
+  pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
+  int wake;                      /* qmu: new work since the coordinator last looked */
+  hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
+  int32_t next_ps_id;            /* coord */
+
+  pthread_mutex_t hmu;           /* guards the handle table and every handle record */
+  pthread_cond_t hcv;            /* broadcast on every completion */
+  hvds_handle_rec_t** handles;   /* slot table; id = generation << 32 | (slot + 1) */
+  uint32_t* handle_gen;
+  size_t handle_cap;
+  size_t* free_slots;
+  size_t nfree;
+
+  void* fusion_buf;              /* coord: reused across cycles */
+  size_t fusion_cap;
+  struct hvds_timeline* timeline;/* coord */
+  int mark_cycles;               /* coord */
+  char* timeline_request;        /* qmu: path to start (or "" to stop), taken by coord */
+  int timeline_request_marks;
+  int timeline_pending;          /* qmu: a request is waiting */
+
+  double cycle_ms;               /* coord */
+  int64_t fusion_threshold;      /* coord */
+  char fatal[1024];              /* coord: why the runtime stopped (root cause first) */
+} hvds_runtime_t;
+
+extern hvds_runtime_t hvds__rt;
+
+double hvds__now(void); /* monotonic seconds */
+/* Records the message of a failed API call for hvds_last_error(); returns rc. */
+hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* HVDS_STATE_H_ */

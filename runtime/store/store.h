@@ -1,0 +1,55 @@
+/* Rendezvous key-value store: client and server.
+ *
+ * The launcher (or rank 0 when no launcher is used) serves one store per job. Workers exchange
+ * addresses and small control data through it. Every client must present the job's secret first;
+ * the server refuses (and logs) any connection that does not. Keys are strings, values bytes.
+ */
+#ifndef HVDS_STORE_H_
+#define HVDS_STORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../include/hvdsparse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hvds_store hvds_store_t;
+typedef struct hvds_store_server hvds_store_server_t;
+
+/* Connects and authenticates, retrying refused connections until timeout_ms. On failure returns
+ * HVDS_TIMEOUT, HVDS_SYSTEM_ERROR or HVDS_INVALID_ARGUMENT (wrong secret) and writes why to err. */
+hvds_result_t hvds__store_connect(const char* host, int port, const char* secret, int timeout_ms,
+                                  hvds_store_t** out /* OUT */, char* err, size_t errlen);
+/* Sets key to a copy of len bytes (overwrites). */
+hvds_result_t hvds__store_set(hvds_store_t* s, const char* key, const void* val, size_t len);
+/* Waits until key exists, up to timeout_ms (0: do not wait; HVDS_TIMEOUT if absent), and returns
+ * a malloc'd copy that the caller frees. */
+hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms,
+                              void** val /* OUT */, size_t* len /* OUT */);
+/* Atomically adds delta to the integer stored at key (absent = 0); *result gets the new value. */
+hvds_result_t hvds__store_add(hvds_store_t* s, const char* key, int64_t delta,
+                              int64_t* result /* OUT */);
+/* Deletes every key that starts with prefix. */
+hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix);
+/* Closes the connection. Accepts NULL. */
+void hvds__store_close(hvds_store_t* s);
+
+/* Starts a server thread listening on bind_addr (NULL or "" = all interfaces) and port (0 picks
+ * a free one, written to *port_out). Only clients presenting secret are served. */
+hvds_result_t hvds__store_server_start(const char* bind_addr, int port, const char* secret,
+                                       hvds_store_server_t** out /* OUT */, int* port_out);
+/* Sets a key from inside the serving process (e.g. the launcher records a failed rank). */
+hvds_result_t hvds__store_server_set(hvds_store_server_t* srv, const char* key, const void* val,
+                                     size_t len);
+/* Number of connections refused for a wrong secret or a bad first message (for tests and logs). */
+int hvds__store_server_refused(hvds_store_server_t* srv);
+/* Stops the thread, closes every connection, frees everything. Accepts NULL. */
+void hvds__store_server_stop(hvds_store_server_t* srv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_STORE_H_ */
