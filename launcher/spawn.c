@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,8 +280,7 @@ static void exec_child(pid_t parent, int devnull, int out_w, int err_w, char** a
   dup2(devnull, STDIN_FILENO);
   dup2(out_w, STDOUT_FILENO);
   dup2(err_w, STDERR_FILENO);
-  static const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGQUIT};
-  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) signal(sigs[i], SIG_DFL);
+  for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);  // fails harmlessly for some
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -306,7 +306,13 @@ hvds_result_t hvds__spawn_worker(const hvds_job_t* job, int rank, hvds_worker_t*
   devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) goto fail;
   pid_t parent = getpid();
+  // Signals stay blocked across fork until the child has reset the launcher's handlers, so a
+  // SIGTERM aimed at a child that has not exec'd yet can never run the launcher's handler.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
     HVDS_ERROR("fork for rank %d: %s", rank, strerror(errno));
     goto fail;

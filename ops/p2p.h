@@ -38,7 +38,7 @@ typedef struct hvds_p2p_ops {
   /* Closes every connection so that peers blocked on this rank fail at once. May be called
    * from any thread. Pending and later operations fail. */
   void (*abort)(hvds_p2p_t* p);
-  /* Frees the communicator; pending requests must have been waited for. Accepts NULL impl. */
+  /* Frees the communicator, p itself included; pending requests must have been waited for. */
   void (*destroy)(hvds_p2p_t* p);
 } hvds_p2p_ops_t;
 
@@ -89,7 +89,7 @@ hvds_result_t hvds__p2p_sendrecv_seg(hvds_p2p_t* p, int to, const void* sbuf, si
                                      int from, void* rbuf, size_t rbytes, uint64_t tag,
                                      const hvds_p2p_seg_t* seg);
 void hvds__p2p_abort(hvds_p2p_t* p);
-void hvds__p2p_destroy(hvds_p2p_t* p); /* accepts NULL; frees p itself */
+void hvds__p2p_destroy(hvds_p2p_t* p); /* accepts NULL; ops->destroy frees p */
 
 /* A view of parent restricted to ranks[0..n-1] (parent ranks, each distinct). The view's rank
  * i is parent rank ranks[i]. Tags are kept apart from the parent's and other views' by

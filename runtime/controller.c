@@ -186,6 +186,12 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
     }
     uncached = 1;
   }
+  /* The set's rank 0 forces a slow path now and then while tensors wait, so that the stall
+   * inspector runs and its verdict reaches every rank. */
+  if (s->my_rank == 0 && s->table.count > 0 &&
+      now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) &&
+      !hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE))
+    uncached = 1;
   if (s->joined) /* a joined rank agrees to every cached tensor and contributes zeros */
     for (int32_t b = 0; b < s->cache.cap; b++)
       if (hvds__cache_get(&s->cache, b)) v[1 + b / 64] |= 1ull << (b % 64);

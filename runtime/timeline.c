@@ -7,6 +7,10 @@
  * the terminator is rewritten at the old tail (space the file already owns) and the file is
  * truncated after it, so it keeps the last complete content.
  *
+ * Readers. A buffered read is not atomic against a write, so a reader that races a flush can
+ * see it half done (for microseconds every 100 ms). Flushes hold flock(LOCK_EX); a reader
+ * holding flock(LOCK_SH) always sees a complete array.
+ *
  * Threads. Event calls format into `pending` under `mu` and never touch the file. The writer
  * thread swaps `pending` for its own empty buffer under `mu` and writes without holding it. */
 #define _GNU_SOURCE
@@ -31,10 +35,10 @@
 
 #define TERMINATOR "\n]\n"
 #define TERMINATOR_LEN 3
-#define FLUSH_INTERVAL_NS 100000000LL      /* writer wakes at least this often */
-#define DEFAULT_FLUSH_BYTES (1u << 20)     /* wake the writer early past this much */
-#define DEFAULT_MAX_BUFFERED (64u << 20)   /* pending + in-flight bytes before dropping */
-#define KEEP_CAPACITY (4u << 20)           /* writer frees larger buffers after a flush */
+#define FLUSH_INTERVAL_NS 100000000LL    /* writer wakes at least this often */
+#define DEFAULT_FLUSH_BYTES (1u << 20)   /* wake the writer early past this much */
+#define DEFAULT_MAX_BUFFERED (64u << 20) /* pending + in-flight bytes before dropping */
+#define KEEP_CAPACITY (4u << 20)         /* writer frees larger buffers after a flush */
 
 /* A growable byte buffer of formatted events. */
 typedef struct {
@@ -56,29 +60,29 @@ typedef struct {
 } tensor_t;
 
 struct hvds_timeline {
-  char* path;              /* immutable after open */
-  int fd;                  /* used by the writer thread only after open */
-  int mark_cycles;         /* immutable after open */
-  int64_t start_ns;        /* CLOCK_MONOTONIC at open; immutable */
-  off_t tail;              /* writer only: offset of the current terminator */
-  pthread_t writer;        /* joined by close */
-  pthread_mutex_t mu;      /* guards everything below */
-  pthread_cond_t cv;       /* wakes the writer: kicked or stop */
-  evbuf_t pending;         /* events not yet handed to the writer */
-  size_t inflight;         /* bytes the writer is writing now */
-  size_t flush_bytes;      /* kick the writer when pending passes this */
-  size_t max_buffered;     /* drop events beyond pending + inflight of this */
-  long long dropped;       /* events dropped: write error or cap */
-  int failed;              /* a write failed; nothing more is buffered */
-  int kicked;              /* writer asked to flush now */
-  int stop;                /* close asked the writer to finish */
-  int warn_cap;            /* a cap drop happened and was not yet logged */
-  int warned_cap;          /* the cap warning was logged once */
-  tensor_t** tensors;      /* index pid-1 */
+  char* path;          /* immutable after open */
+  int fd;              /* used by the writer thread only after open */
+  int mark_cycles;     /* immutable after open */
+  int64_t start_ns;    /* CLOCK_MONOTONIC at open; immutable */
+  off_t tail;          /* writer only: offset of the current terminator */
+  pthread_t writer;    /* joined by close */
+  pthread_mutex_t mu;  /* guards everything below */
+  pthread_cond_t cv;   /* wakes the writer: kicked or stop */
+  evbuf_t pending;     /* events not yet handed to the writer */
+  size_t inflight;     /* bytes the writer is writing now */
+  size_t flush_bytes;  /* kick the writer when pending passes this */
+  size_t max_buffered; /* drop events beyond pending + inflight of this */
+  long long dropped;   /* events dropped: write error or cap */
+  int failed;          /* a write failed; nothing more is buffered */
+  int kicked;          /* writer asked to flush now */
+  int stop;            /* close asked the writer to finish */
+  int warn_cap;        /* a cap drop happened and was not yet logged */
+  int warned_cap;      /* the cap warning was logged once */
+  tensor_t** tensors;  /* index pid-1 */
   int ntensors;
   int tensors_cap;
-  int* slots;              /* open-addressing hash: 0 empty, else index+1 */
-  size_t nslots;           /* power of two */
+  int* slots;    /* open-addressing hash: 0 empty, else index+1 */
+  size_t nslots; /* power of two */
 };
 
 /* ---- Buffers and JSON formatting ---- */
@@ -156,10 +160,18 @@ static void buf_put_escaped(evbuf_t* b, const char* s) {
       p++;
     } else if (c < 0x20) {
       switch (c) {
-        case '\n': buf_puts(b, "\\n"); break;
-        case '\t': buf_puts(b, "\\t"); break;
-        case '\r': buf_puts(b, "\\r"); break;
-        default: buf_printf(b, "\\u%04x", c); break;
+        case '\n':
+          buf_puts(b, "\\n");
+          break;
+        case '\t':
+          buf_puts(b, "\\t");
+          break;
+        case '\r':
+          buf_puts(b, "\\r");
+          break;
+        default:
+          buf_printf(b, "\\u%04x", c);
+          break;
       }
       p++;
     } else if (c < 0x80) {
@@ -268,8 +280,8 @@ static int emit_end_locked(hvds_timeline_t* tl, const tensor_t* t) {
 
 static int emit_meta_locked(hvds_timeline_t* tl, const tensor_t* t) {
   size_t mark = ev_open(tl);
-  buf_printf(&tl->pending, "\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
-             t->pid);
+  buf_printf(&tl->pending,
+             "\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", t->pid);
   buf_put_string(&tl->pending, t->name);
   buf_puts(&tl->pending, "}");
   if (!ev_close(tl, mark)) return 0;
@@ -375,8 +387,7 @@ static void event_unlock(hvds_timeline_t* tl) {
   }
 }
 
-void hvds__timeline_negotiate_start(hvds_timeline_t* tl, const char* tensor,
-                                    const char* req_type) {
+void hvds__timeline_negotiate_start(hvds_timeline_t* tl, const char* tensor, const char* req_type) {
   if (!event_lock(tl)) return;
   tensor_t* t = tensor_use_locked(tl, tensor);
   if (t && !t->negotiating) {
@@ -429,8 +440,7 @@ void hvds__timeline_start(hvds_timeline_t* tl, const char* tensor, const char* r
   event_unlock(tl);
 }
 
-void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor,
-                                   const char* activity) {
+void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor, const char* activity) {
   if (!event_lock(tl)) return;
   tensor_t* t = tensor_use_locked(tl, tensor);
   if (t) {
@@ -513,8 +523,8 @@ static int pwrite_all(int fd, const char* data, size_t len, off_t off) {
   return 0;
 }
 
-/* Writes data plus the terminator at tail, in one call when possible. Returns 0 or an errno value; on error the
- * previous terminator is restored and the file cut after it. */
+/* Writes data plus the terminator at tail, in one call when possible. Returns 0 or an errno value;
+ * on error the previous terminator is restored and the file cut after it. */
 static int write_chunk(hvds_timeline_t* tl, const char* data, size_t len) {
   size_t total = len + TERMINATOR_LEN, done = 0;
   int err = 0;
@@ -580,8 +590,10 @@ static void* writer_main(void* arg) {
 
     int err = out.len ? write_locked_chunk(tl, out.data, out.len) : 0;
     if (err) {
-      HVDS_WARN("timeline %s: write failed: %s; the file keeps the events written so far and "
-                "later events are dropped", tl->path, strerror(err));
+      HVDS_WARN(
+          "timeline %s: write failed: %s; the file keeps the events written so far and "
+          "later events are dropped",
+          tl->path, strerror(err));
     }
     int lost = err ? out.events : 0;
     out.len = 0;
@@ -657,6 +669,26 @@ static int write_head(hvds_timeline_t* tl) {
   return err;
 }
 
+/* Rejects an existing directory, pipe or socket with a message saying what to give instead
+ * (opening a FIFO for writing would block until a reader appears). */
+static hvds_result_t check_path(const char* path, char* err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) != 0) return HVDS_SUCCESS;  // open reports a missing directory
+  if (S_ISDIR(st.st_mode)) {
+    set_err(err, errlen,
+            "timeline path '%s' is a directory; the timeline needs a file name such as "
+            "'%s/timeline.json'",
+            path, path);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    set_err(err, errlen,
+            "timeline path '%s' is a pipe or socket; the timeline needs a regular file", path);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  return HVDS_SUCCESS;
+}
+
 hvds_result_t hvds__timeline_open(const char* path, int mark_cycles, hvds_timeline_t** out,
                                   char* err, size_t errlen) {
   hvds_timeline_t* tl = NULL;
@@ -668,17 +700,9 @@ hvds_result_t hvds__timeline_open(const char* path, int mark_cycles, hvds_timeli
     set_err(err, errlen, "timeline: no file path given");
     return HVDS_INVALID_ARGUMENT;
   }
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    set_err(err, errlen, "timeline path '%s' is a directory; the timeline needs a file name "
-            "such as '%s/timeline.json'", path, path);
-    return HVDS_INVALID_ARGUMENT;
-  }
-  if (stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
-    set_err(err, errlen, "timeline path '%s' is a pipe or socket; the timeline needs a "
-            "regular file", path);
-    return HVDS_INVALID_ARGUMENT;
-  }
+  rc = check_path(path, err, errlen);
+  if (rc != HVDS_SUCCESS) return rc;
+  rc = HVDS_SYSTEM_ERROR;
 
   tl = calloc(1, sizeof(*tl));
   if (tl) {
@@ -711,8 +735,8 @@ hvds_result_t hvds__timeline_open(const char* path, int mark_cycles, hvds_timeli
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   e = pthread_cond_init(&tl->cv, &attr);
   pthread_condattr_destroy(&attr);
-  if (e || (e = pthread_mutex_init(&tl->mu, NULL)) != 0) {
-    if (!e) pthread_cond_destroy(&tl->cv);
+  if (!e && (e = pthread_mutex_init(&tl->mu, NULL)) != 0) pthread_cond_destroy(&tl->cv);
+  if (e) {
     set_err(err, errlen, "timeline %s: cannot create locks: %s", path, strerror(e));
     goto fail;
   }

@@ -10,7 +10,9 @@
  *
  * Threading: the event calls only format into a memory buffer under a mutex; a writer thread
  * owns the file and flushes about every 100 ms, or sooner when the buffer grows. After open and
- * after every flush the file is a complete JSON array ending in "]". On a write error the
+ * after every flush the file is a complete JSON array ending in "]"; flushes hold flock(LOCK_EX)
+ * on the file, so a reader that takes flock(LOCK_SH) never sees one half written (a reader
+ * without the lock may, for the microseconds a flush takes). On a write error the
  * timeline logs one warning, stops writing, keeps the last complete content and counts the
  * events it drops from then on; buffered memory is capped the same way. Training never blocks
  * on the timeline and never fails because of it. */
@@ -43,8 +45,7 @@ hvds_result_t hvds__timeline_open(const char* path, int mark_cycles, hvds_timeli
  * tensor is the tensor name; any bytes are allowed, they are escaped for JSON. */
 
 /* B "NEGOTIATE_<req_type>", e.g. req_type "ALLREDUCE" gives "NEGOTIATE_ALLREDUCE". */
-void hvds__timeline_negotiate_start(hvds_timeline_t* tl, const char* tensor,
-                                    const char* req_type);
+void hvds__timeline_negotiate_start(hvds_timeline_t* tl, const char* tensor, const char* req_type);
 /* X event of zero duration named by the rank number ("0", "1", ...) that reported ready. */
 void hvds__timeline_negotiate_rank_ready(hvds_timeline_t* tl, const char* tensor, int rank);
 /* E closing the negotiation; a no-op when the tensor is not negotiating. */
@@ -57,8 +58,7 @@ void hvds__timeline_start(hvds_timeline_t* tl, const char* tensor, const char* r
                           const char* args_json);
 /* B "<activity>" (e.g. "MEMCPY_IN_FUSION_BUFFER") nested in the operation; an activity still
  * open on the tensor is ended first. */
-void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor,
-                                   const char* activity);
+void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor, const char* activity);
 /* E closing the current activity; a no-op when none is open. */
 void hvds__timeline_activity_end(hvds_timeline_t* tl, const char* tensor);
 /* Final E of the operation with args {"dtype":dtype_name,"shape":shape_text}, e.g.

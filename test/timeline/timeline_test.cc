@@ -1,7 +1,10 @@
 // Timeline tests: the file is valid Chrome-trace JSON after open, while the writer runs, after
 // close and after a write error; Horovod's event names and metadata are present.
+#include "timeline.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -16,10 +19,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "timeline.h"
 
 namespace {
 
@@ -58,7 +57,8 @@ class JsonParser {
     bool ok = Value(out, 0);
     Ws();
     if (ok && pos_ != s_.size()) ok = Fail("trailing data");
-    if (!ok) *err = err_ + " at offset " + std::to_string(pos_) + " of " + std::to_string(s_.size());
+    if (!ok)
+      *err = err_ + " at offset " + std::to_string(pos_) + " of " + std::to_string(s_.size());
     return ok;
   }
 
@@ -159,10 +159,14 @@ class JsonParser {
     for (int i = 0; i < 4; i++) {
       char c = s_[pos_++];
       *cp <<= 4;
-      if (c >= '0' && c <= '9') *cp |= c - '0';
-      else if (c >= 'a' && c <= 'f') *cp |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') *cp |= c - 'A' + 10;
-      else return Fail("bad hex digit");
+      if (c >= '0' && c <= '9')
+        *cp |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        *cp |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        *cp |= c - 'A' + 10;
+      else
+        return Fail("bad hex digit");
     }
     return true;
   }
@@ -180,14 +184,30 @@ class JsonParser {
       if (pos_ >= s_.size()) return Fail("unterminated escape");
       char e = s_[pos_++];
       switch (e) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
+        case '"':
+          *out += '"';
+          break;
+        case '\\':
+          *out += '\\';
+          break;
+        case '/':
+          *out += '/';
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
         case 'u': {
           unsigned cp;
           if (!Hex4(&cp)) return false;
@@ -264,8 +284,8 @@ std::string ReadFile(const std::string& path, bool shared_lock = false) {
   *trace = Json();
   if (!ParseJson(text, trace, &err)) {
     return ::testing::AssertionFailure()
-           << "invalid JSON in " << path << ": " << err << "; tail: "
-           << text.substr(text.size() > 200 ? text.size() - 200 : 0);
+           << "invalid JSON in " << path << ": " << err
+           << "; tail: " << text.substr(text.size() > 200 ? text.size() - 200 : 0);
   }
   if (trace->kind != Json::kArr) return ::testing::AssertionFailure() << "not an array";
   for (const Json& ev : trace->arr) {
@@ -403,10 +423,17 @@ TEST_F(TimelineTest, HorovodEventsAndMetadata) {
   std::vector<const Json*> evs = EventsOf(trace, pid);
   std::vector<std::string> seq;
   for (const Json* ev : evs) seq.push_back(ev->Str("ph") + ":" + ev->Str("name"));
-  std::vector<std::string> want = {
-      "B:NEGOTIATE_ALLREDUCE", "X:0", "X:1", "X:2", "E:<none>",
-      "B:ALLREDUCE", "B:MEMCPY_IN_FUSION_BUFFER", "E:<none>", "B:GLOO_ALLREDUCE", "E:<none>",
-      "E:<none>"};
+  std::vector<std::string> want = {"B:NEGOTIATE_ALLREDUCE",
+                                   "X:0",
+                                   "X:1",
+                                   "X:2",
+                                   "E:<none>",
+                                   "B:ALLREDUCE",
+                                   "B:MEMCPY_IN_FUSION_BUFFER",
+                                   "E:<none>",
+                                   "B:GLOO_ALLREDUCE",
+                                   "E:<none>",
+                                   "E:<none>"};
   EXPECT_EQ(seq, want);
   ASSERT_EQ(evs.size(), want.size());
   double last_ts = 0;
@@ -455,14 +482,15 @@ TEST_F(TimelineTest, EscapesTensorNames) {
 // events), then a pause of pause_us.
 class Producer {
  public:
-  Producer(hvds_timeline_t* tl, int pause_us) : thread_([this, tl, pause_us] {
-      for (int i = 0; !done_.load(); i++) {
-        std::string name = "grad/" + std::to_string(i % 50) + "/\"w\"";
-        if (i % 10 == 0) hvds__timeline_mark_cycle(tl);
-        ReportAllreduce(tl, name.c_str(), 4);
-        if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
-      }
-    }) {}
+  Producer(hvds_timeline_t* tl, int pause_us)
+      : thread_([this, tl, pause_us] {
+          for (int i = 0; !done_.load(); i++) {
+            std::string name = "grad/" + std::to_string(i % 50) + "/\"w\"";
+            if (i % 10 == 0) hvds__timeline_mark_cycle(tl);
+            ReportAllreduce(tl, name.c_str(), 4);
+            if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+          }
+        }) {}
   ~Producer() { Stop(); }
   void Stop() {
     done_ = true;
@@ -518,8 +546,8 @@ TEST_F(TimelineTest, ValidBetweenFlushesForPlainReaders) {
     if (!ok) {
       torn++;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      ASSERT_TRUE(LoadTrace(path_, &trace)) << "still invalid after a retry; first: "
-                                            << ok.message();
+      ASSERT_TRUE(LoadTrace(path_, &trace))
+          << "still invalid after a retry; first: " << ok.message();
     }
     EXPECT_GE(trace.arr.size(), last_events);
     last_events = trace.arr.size();

@@ -1,0 +1,284 @@
+/* Supervisor loop: one thread, poll() over a signal self-pipe and the workers' output pipes.
+ *
+ * Worker exits are observed with waitid(WNOWAIT), which leaves the zombie in place: its pid,
+ * and so its process group id, cannot be reused until the very end, so kill(-pgid) can never
+ * hit an unrelated group. Zombies are reaped only after every group has been killed.
+ */
+#define _GNU_SOURCE
+#include "supervise.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define TICK_MS 1000
+#define DRAIN_MS 2000
+
+/* The self-pipe written by the signal handler; process-wide by nature. */
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  (void)!write(sig_pipe[1], &b, 1);
+  errno = saved;
+}
+
+hvds_result_t hvds__supervise_install_signals(void) {
+  if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return HVDS_SYSTEM_ERROR;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigemptyset(&sa.sa_mask);
+  static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+    if (sigaction(sigs[i], &sa, NULL) != 0) return HVDS_SYSTEM_ERROR;
+  signal(SIGPIPE, SIG_IGN);
+  return HVDS_SUCCESS;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void kill_group(const hvds_worker_t* w, int sig) {
+  if (kill(-w->pid, sig) != 0 && errno == ESRCH) kill(w->pid, sig);
+}
+
+/* Observes exits without reaping. Returns the number of workers that exited just now. */
+static int observe_exits(hvds_worker_t* workers, int n, int first_new[], int max_new) {
+  int count = 0;
+  for (int i = 0; i < n; i++) {
+    hvds_worker_t* w = &workers[i];
+    if (w->exited) continue;
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid(P_PID, (id_t)w->pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
+      continue;
+    w->exited = 1;
+    w->signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+    w->status = info.si_status;
+    if (count < max_new) first_new[count] = i;
+    count++;
+  }
+  return count;
+}
+
+static int live_count(const hvds_worker_t* workers, int n) {
+  int live = 0;
+  for (int i = 0; i < n; i++) live += !workers[i].exited;
+  return live;
+}
+
+/* Exit code as a shell reports it: the status, or 128 + signal. */
+static int exit_code(const hvds_worker_t* w) { return w->signaled ? 128 + w->status : w->status; }
+
+typedef struct {
+  hvds_supervisor_t* sv;
+  int terminating;    /* SIGTERM sent to every group */
+  int64_t kill_at;    /* when to send SIGKILL; -1 when not pending */
+  int first_failed;   /* index of the first failed worker, or -1 */
+  int stop_signal;    /* signal that told the launcher to stop, or 0 */
+  hvds_store_t* watch; /* verbose: client of our own store */
+  unsigned char* arrived;
+  int arrived_count;
+  int watch_done;
+  int64_t started, next_tick;
+} state_t;
+
+static void terminate_all(state_t* st, int sig) {
+  for (int i = 0; i < st->sv->np; i++) kill_group(&st->sv->workers[i], sig);
+  if (!st->terminating) st->kill_at = now_ms() + HVDS_GRACE_SECONDS * 1000;
+  st->terminating = 1;
+}
+
+static void on_failure(state_t* st, const hvds_worker_t* w) {
+  char what[128];
+  if (w->signaled) {
+    fprintf(stderr, "Process %d terminated by signal %d.\n", w->rank, w->status);
+    snprintf(what, sizeof(what), "rank %d exited with signal %d", w->rank, w->status);
+  } else {
+    fprintf(stderr, "Process %d exit with status code %d.\n", w->rank, w->status);
+    snprintf(what, sizeof(what), "rank %d exited with status code %d", w->rank, w->status);
+  }
+  fprintf(stderr, "Terminating remaining workers after failure of Process %d.\n", w->rank);
+  fflush(stderr);
+  if (st->sv->store != NULL) {
+    char key[128];
+    snprintf(key, sizeof(key), "hvds/%s/failed", st->sv->job->job_id);
+    hvds__store_server_set(st->sv->store, key, what, strlen(what));
+  }
+  st->first_failed = (int)(w - st->sv->workers);
+  terminate_all(st, SIGTERM);
+}
+
+static void handle_signals(state_t* st) {
+  unsigned char sigs[64];
+  ssize_t n;
+  while ((n = read(sig_pipe[0], sigs, sizeof(sigs))) > 0) {
+    for (ssize_t i = 0; i < n; i++) {
+      int sig = sigs[i];
+      if (sig == SIGCHLD) continue;  // exits are observed after every wake-up
+      if (st->stop_signal != 0 || (st->terminating && st->first_failed < 0)) {
+        fprintf(stderr, "hvdsparse: signal %d again; killing every worker now.\n", sig);
+        for (int k = 0; k < st->sv->np; k++) kill_group(&st->sv->workers[k], SIGKILL);
+        continue;
+      }
+      fprintf(stderr, "hvdsparse: received signal %d; terminating workers.\n", sig);
+      st->stop_signal = sig;
+      // Forward the same signal, then the grace time and SIGKILL as after a failure.
+      terminate_all(st, sig == SIGHUP ? SIGTERM : sig);
+    }
+  }
+}
+
+/* Verbose mode: reports ranks reaching rendezvous (workers ADD hvds/<job>/arrived 1 and set
+ * hvds/<job>/arrived/<rank>), read from our own store once a second. */
+static void watch_tick(state_t* st) {
+  hvds_supervisor_t* sv = st->sv;
+  if (st->watch == NULL || st->watch_done) return;
+  char key[160];
+  snprintf(key, sizeof(key), "hvds/%s/arrived", sv->job->job_id);
+  void* val = NULL;
+  size_t len = 0;
+  if (hvds__store_get(st->watch, key, 0, &val, &len) == HVDS_SUCCESS) {
+    int count = atoi(val);
+    if (count != st->arrived_count) {
+      st->arrived_count = count;
+      for (int r = 0; r < sv->np; r++) {
+        if (st->arrived[r]) continue;
+        void* v = NULL;
+        size_t l = 0;
+        snprintf(key, sizeof(key), "hvds/%s/arrived/%d", sv->job->job_id, r);
+        if (hvds__store_get(st->watch, key, 0, &v, &l) == HVDS_SUCCESS) st->arrived[r] = 1;
+        free(v);
+      }
+      fprintf(stderr, "hvdsparse: %d/%d ranks reached rendezvous; waiting for:", count, sv->np);
+      for (int r = 0; r < sv->np; r++)
+        if (!st->arrived[r]) fprintf(stderr, " %d", r);
+      fprintf(stderr, "\n");
+    }
+  }
+  free(val);
+  if (st->arrived_count >= sv->np) {
+    fprintf(stderr, "hvdsparse: all %d ranks reached rendezvous.\n", sv->np);
+    st->watch_done = 1;
+  } else if (sv->start_timeout > 0 && now_ms() - st->started > sv->start_timeout * 1000) {
+    fprintf(stderr,
+            "hvdsparse: timed out after %g s waiting for every rank to reach rendezvous. Please "
+            "check connectivity between servers. You may need to increase the --start-timeout "
+            "parameter if you have too many servers.\n",
+            sv->start_timeout);
+    st->watch_done = 1;
+  }
+}
+
+static void watch_open(state_t* st) {
+  const hvds_job_t* job = st->sv->job;
+  st->arrived = calloc((size_t)st->sv->np, 1);
+  char err[256];
+  if (st->arrived == NULL ||
+      hvds__store_connect(job->store_addr, job->store_port, job->secret, 2000, &st->watch, err,
+                          sizeof(err)) != HVDS_SUCCESS) {
+    HVDS_WARN("--verbose: cannot watch the rendezvous store: %s", err);
+    st->watch = NULL;
+  }
+}
+
+/* After every worker exited: kill what is left in their groups, drain the pipes, reap. */
+static void finish(state_t* st) {
+  hvds_supervisor_t* sv = st->sv;
+  for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);
+  struct pollfd* pfds = calloc((size_t)(2 * sv->np + 1), sizeof(*pfds));
+  int64_t deadline = now_ms() + DRAIN_MS;
+  while (pfds != NULL && hvds__output_open(sv->output) > 0 && now_ms() < deadline) {
+    int n = hvds__output_pollfds(sv->output, pfds, 2 * sv->np);
+    if (poll(pfds, (nfds_t)n, (int)(deadline - now_ms())) > 0)
+      hvds__output_handle(sv->output, pfds, n);
+  }
+  free(pfds);
+  for (int i = 0; i < sv->np; i++) {
+    while (waitpid(sv->workers[i].pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+int hvds__supervise(hvds_supervisor_t* sv) {
+  state_t st = {0};
+  st.sv = sv;
+  st.kill_at = -1;
+  st.first_failed = -1;
+  st.started = now_ms();
+  if (sv->verbose) watch_open(&st);
+  struct pollfd* pfds = calloc((size_t)(2 * sv->np + 1), sizeof(*pfds));
+  int* exited_now = calloc((size_t)sv->np, sizeof(int));
+  if (pfds == NULL || exited_now == NULL) {
+    HVDS_ERROR("out of memory supervising workers");
+    terminate_all(&st, SIGKILL);
+  }
+  while (pfds != NULL && exited_now != NULL && live_count(sv->workers, sv->np) > 0) {
+    pfds[0] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+    int n = 1 + hvds__output_pollfds(sv->output, pfds + 1, 2 * sv->np);
+    int64_t now = now_ms();
+    int64_t wake = now + TICK_MS;
+    if (st.kill_at >= 0 && st.kill_at < wake) wake = st.kill_at;
+    int pr = poll(pfds, (nfds_t)n, wake > now ? (int)(wake - now) : 0);
+    if (pr > 0 && pfds[0].revents) handle_signals(&st);
+    if (pr > 0) hvds__output_handle(sv->output, pfds + 1, n - 1);
+    int k = observe_exits(sv->workers, sv->np, exited_now, sv->np);
+    for (int i = 0; i < k; i++) {
+      const hvds_worker_t* w = &sv->workers[exited_now[i]];
+      if (!st.terminating && (w->signaled || w->status != 0)) on_failure(&st, w);
+    }
+    if (st.kill_at >= 0 && now_ms() >= st.kill_at) {
+      for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);
+      st.kill_at = -1;
+    }
+    if (sv->verbose && now_ms() >= st.next_tick) {
+      watch_tick(&st);
+      st.next_tick = now_ms() + TICK_MS;
+    }
+  }
+  free(pfds);
+  free(exited_now);
+  finish(&st);
+  hvds__store_close(st.watch);
+  free(st.arrived);
+  if (st.first_failed >= 0) {
+    const hvds_worker_t* w = &sv->workers[st.first_failed];
+    fprintf(stderr,
+            "hvdsparse detected that one or more processes exited with non-zero status, thus "
+            "causing the job to be terminated. The first process to do so was:\n"
+            "Process name: %d\nExit code: %d\n",
+            w->rank, exit_code(w));
+    return 1;
+  }
+  return st.stop_signal ? 128 + st.stop_signal : 0;
+}
+
+void hvds__supervise_abort(hvds_worker_t* workers, int n) {
+  for (int i = 0; i < n; i++) kill_group(&workers[i], SIGTERM);
+  int64_t deadline = now_ms() + HVDS_GRACE_SECONDS * 1000;
+  int dummy[1];
+  while (live_count(workers, n) > 0 && now_ms() < deadline) {
+    observe_exits(workers, n, dummy, 0);
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  for (int i = 0; i < n; i++) kill_group(&workers[i], SIGKILL);
+  for (int i = 0; i < n; i++) {
+    while (waitpid(workers[i].pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+}

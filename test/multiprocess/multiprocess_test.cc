@@ -1,0 +1,161 @@
+// Multi-process tests: `hvdsparse run -np N mp_worker SCENARIO` over real Gloo TCP on loopback.
+// Each run has a deadline; on expiry the launcher's process group (ours alone) is killed.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct RunResult {
+  int status = -1;       // exit code, or -1 if killed by the deadline
+  std::string output;    // stdout and stderr interleaved
+  double seconds = 0;
+};
+
+// Runs argv with extra environment, in its own process group, for at most timeout_s seconds.
+RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              int timeout_s) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  RunResult r;
+  char buf[65536];
+  bool timed_out = false;
+  for (;;) {
+    double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int n = poll(&p, 1, (int)(left * 1000) + 1);
+    if (n <= 0) continue;
+    ssize_t got = read(fds[0], buf, sizeof(buf));
+    if (got <= 0) break;
+    r.output.append(buf, (size_t)got);
+  }
+  if (timed_out) kill(-pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  close(fds[0]);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.status = timed_out ? -1 : (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  return r;
+}
+
+int Count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
+  return n;
+}
+
+RunResult RunScenario(int np, const std::string& scenario, std::vector<std::string> env = {},
+                      int timeout_s = 120) {
+  return RunCommand({HVDS_LAUNCHER, "run", "-np", std::to_string(np), HVDS_WORKER, scenario}, env,
+             timeout_s);
+}
+
+class Collectives : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+TEST_P(Collectives, PassOnEveryRank) {
+  int np = std::get<0>(GetParam());
+  std::string scenario = std::get<1>(GetParam());
+  for (int fusion = 0; fusion <= 1; fusion++) {
+    RunResult r = RunScenario(np, scenario,
+                              {fusion ? "HVDSPARSE_FUSION_THRESHOLD=134217728"
+                                      : "HVDSPARSE_FUSION_THRESHOLD=0"});
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(Count(r.output, "PASS " + scenario), np) << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllNp, Collectives,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                       ::testing::Values("basics", "allreduce", "allgather", "broadcast",
+                                         "alltoall", "reducescatter", "barrier", "join", "errors",
+                                         "reinit", "process_sets")),
+    [](const auto& info) {
+      return std::string(std::get<1>(info.param)) + "_np" + std::to_string(std::get<0>(info.param));
+    });
+
+TEST(Timeline, ValidJsonWithExpectedEvents) {
+  char path[] = "/tmp/hvds_timeline_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  RunResult r = RunScenario(2, "allreduce",
+                            {std::string("HVDSPARSE_TIMELINE=") + path,
+                             "HVDSPARSE_TIMELINE_MARK_CYCLES=1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  for (const char* want : {"start_time_since_epoch_in_micros", "NEGOTIATE_ALLREDUCE", "\"ALLREDUCE\"",
+                           "ar.0.7.0.2", "CYCLE_START", "MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE"})
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  RunResult v = RunCommand({"/usr/bin/python3", "-c", std::string("import json; json.load(open('") + path + "'))"}, {}, 60);
+  EXPECT_EQ(v.status, 0) << v.output;
+  unlink(path);
+}
+
+TEST(Stall, WarningNamesMissingRankThenFails) {
+  RunResult r = RunScenario(2, "stall",
+                            {"HVDSPARSE_STALL_CHECK_TIME_SECONDS=1",
+                             "HVDSPARSE_STALL_SHUTDOWN_TIME_SECONDS=3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Missing ranks:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1: [lonely]"), std::string::npos) << r.output;
+}
+
+TEST(Fusion, ThousandSmallTensorsWithinTwiceOneAllreduce) {
+  RunResult r = RunScenario(2, "fusion", {}, 240);
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto p = r.output.find("ratio ");
+  ASSERT_NE(p, std::string::npos) << r.output;
+  double ratio = std::atof(r.output.c_str() + p + 6);
+  std::printf("%s\n", r.output.substr(r.output.rfind("fusion:", p), p + 10 - r.output.rfind("fusion:", p)).c_str());
+  EXPECT_LE(ratio, 2.0) << r.output;
+}
+
+TEST(Faults, KilledRankFailsOthersAndLauncher) {
+  RunResult r = RunScenario(4, "kill", {}, 60);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.status, -1) << "hang: " << r.output;
+  EXPECT_LT(r.seconds, 20) << r.output;
+  // Survivors name the dead rank (3) in their error.
+  EXPECT_GE(Count(r.output, "error: "), 1) << r.output;
+  EXPECT_NE(r.output.find("3"), std::string::npos);
+  // Nothing left running: no mp_worker of ours survives.
+  RunResult ps = RunCommand({"/bin/sh", "-c", "pgrep -f 'mp_worker kill' || true"}, {}, 10);
+  EXPECT_EQ(ps.output, "") << ps.output;
+}
+
+}  // namespace
