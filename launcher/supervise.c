@@ -88,6 +88,7 @@ typedef struct {
   hvds_supervisor_t* sv;
   int terminating;    /* SIGTERM sent to every group */
   int64_t kill_at;    /* when to send SIGKILL; -1 when not pending */
+  int64_t term_at;    /* after a failure: when to send SIGTERM; -1 when not pending */
   int first_failed;   /* index of the first failed worker, or -1 */
   int stop_signal;    /* signal that told the launcher to stop, or 0 */
   hvds_store_t* watch; /* verbose: client of our own store */
@@ -120,7 +121,9 @@ static void on_failure(state_t* st, const hvds_worker_t* w) {
     hvds__store_server_set(st->sv->store, key, what, strlen(what));
   }
   st->first_failed = (int)(w - st->sv->workers);
-  terminate_all(st, SIGTERM);
+  /* The survivors see the broken connections at once and fail with an error that names the
+   * dead rank; give them a moment to say so before they are terminated. */
+  st->term_at = now_ms() + HVDS_SETTLE_MS;
 }
 
 static void handle_signals(state_t* st) {
@@ -218,6 +221,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
   state_t st = {0};
   st.sv = sv;
   st.kill_at = -1;
+  st.term_at = -1;
   st.first_failed = -1;
   st.started = now_ms();
   if (sv->verbose) watch_open(&st);
@@ -233,13 +237,19 @@ int hvds__supervise(hvds_supervisor_t* sv) {
     int64_t now = now_ms();
     int64_t wake = now + TICK_MS;
     if (st.kill_at >= 0 && st.kill_at < wake) wake = st.kill_at;
+    if (st.term_at >= 0 && st.term_at < wake) wake = st.term_at;
     int pr = poll(pfds, (nfds_t)n, wake > now ? (int)(wake - now) : 0);
     if (pr > 0 && pfds[0].revents) handle_signals(&st);
     if (pr > 0) hvds__output_handle(sv->output, pfds + 1, n - 1);
     int k = observe_exits(sv->workers, sv->np, exited_now, sv->np);
     for (int i = 0; i < k; i++) {
       const hvds_worker_t* w = &sv->workers[exited_now[i]];
-      if (!st.terminating && (w->signaled || w->status != 0)) on_failure(&st, w);
+      if (!st.terminating && st.first_failed < 0 && (w->signaled || w->status != 0))
+        on_failure(&st, w);
+    }
+    if (st.term_at >= 0 && now_ms() >= st.term_at) {
+      st.term_at = -1;
+      if (!st.terminating) terminate_all(&st, SIGTERM);
     }
     if (st.kill_at >= 0 && now_ms() >= st.kill_at) {
       for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);

@@ -12,6 +12,9 @@ extern "C" {
 
 /* Seconds between SIGTERM and SIGKILL when the job is torn down (horovodrun's grace time). */
 #define HVDS_GRACE_SECONDS 5
+/* After a worker fails, how long the others may take to fail on their own (and report why)
+ * before they are sent SIGTERM. */
+#define HVDS_SETTLE_MS 2000
 
 typedef struct {
   hvds_worker_t* workers;     /* np entries, all spawned */

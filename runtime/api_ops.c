@@ -125,7 +125,7 @@ static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle)
     s->q_tail = e;
   }
   rt.wake = 1;
-  pthread_cond_signal(&rt.qcv);
+  if (rt.coord_sleeping) pthread_cond_signal(&rt.qcv); /* one wake-up per batch, not per tensor */
   pthread_mutex_unlock(&rt.qmu);
   *handle = h->id;
   return HVDS_SUCCESS;

@@ -31,7 +31,10 @@ static void wait_for_work(double cycle_start) {
     long ns = ts.tv_nsec + (long)(left * 1e9);
     ts.tv_sec += ns / 1000000000L;
     ts.tv_nsec = ns % 1000000000L;
-    if (pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts) == ETIMEDOUT) break;
+    rt.coord_sleeping = 1;
+    int rc = pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts);
+    rt.coord_sleeping = 0;
+    if (rc == ETIMEDOUT) break;
   }
   rt.wake = 0;
   pthread_mutex_unlock(&rt.qmu);
@@ -58,7 +61,8 @@ static void timeline_requests(void) {
 
 /* Builds rt.fatal: what this rank saw, plus the first fault any rank reported and the
  * launcher's word on which process exited. */
-static void record_fault(hvds_pset_t* s, hvds_result_t rc) {
+void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
+  if (rt.fatal[0]) return; /* the first failure is the one to explain */
   char seen[600];
   snprintf(seen, sizeof(seen), "rank %d: %s (%s)", rt.rank,
            s->comm && s->comm->error[0] ? s->comm->error : "communication failed",
@@ -133,7 +137,7 @@ static int run_once(void) {
     }
     free(resps);
     if (rc != HVDS_SUCCESS) {
-      record_fault(s, rc);
+      hvds__record_fault(s, rc);
       return -1;
     }
     if (id == 0 && shutdown) stop = 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "collectives.h"
+#include "coordinator.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
@@ -98,12 +99,36 @@ void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x) {
   }
 }
 
+/* Completes every entry of x with one lock round per table and one wake-up. */
 static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
-  for (int32_t i = 0; i < x->n; i++)
-    if (x->entries[i]) {
-      hvds__entry_finish(x->entries[i], status, msg);
-      x->entries[i] = NULL;
-    }
+  hvds_handle_rec_t* stack[64];
+  hvds_handle_rec_t** hs = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof(*hs));
+  if (hs == NULL) { /* fall back to one at a time */
+    for (int32_t i = 0; i < x->n; i++)
+      if (x->entries[i]) hvds__entry_finish(x->entries[i], status, msg);
+    memset(x->entries, 0, (size_t)x->n * sizeof(x->entries[0]));
+    return;
+  }
+  pthread_mutex_lock(&rt.qmu);
+  for (int32_t i = 0; i < x->n; i++) {
+    hvds_entry_t* e = x->entries[i];
+    hs[i] = e ? e->handle : NULL;
+    if (e == NULL) continue;
+    hvds_pset_t* s = rt.psets[e->process_set];
+    if (s && hvds__name_map_get(&s->inflight, e->name) == e) hvds__name_map_remove(&s->inflight, e->name);
+  }
+  pthread_mutex_unlock(&rt.qmu);
+  hvds__handle_complete_many(hs, x->n, status, msg);
+  for (int32_t i = 0; i < x->n; i++) {
+    hvds_entry_t* e = x->entries[i];
+    if (e == NULL) continue;
+    free(e->name);
+    free(e->splits);
+    free(e->ps_ranks);
+    free(e);
+    x->entries[i] = NULL;
+  }
+  if (hs != stack) free(hs);
 }
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
@@ -117,8 +142,9 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   long long rhd = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
   if (rhd >= 0) o.rhd_max_bytes = (size_t)rhd;
   o.chunk_bytes = (size_t)hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
-  char args[96];
-  snprintf(args, sizeof(args), "{\"algorithm\":\"%s\"}", hvds__allreduce_choice(s->comm, total * esz, &o));
+  char args[160];
+  snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
+           hvds__allreduce_choice(s->comm, total * esz, &o), r->nnames, total * esz);
   hvds__tl_start(r, args);
 
   void* buf;
@@ -230,8 +256,9 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
   }
   if (rc != HVDS_SUCCESS) {
     /* Communication failed: these entries fail with the transport's message. */
-    char msg[1024];
-    snprintf(msg, sizeof(msg), "%s failed: %s", hvds__msg_type_name(r->type), s->comm->error);
+    hvds__record_fault(s, rc);
+    char msg[1200];
+    snprintf(msg, sizeof(msg), "%s failed. %s", hvds__msg_type_name(r->type), rt.fatal);
     finish_all(&x, rc, msg);
   }
   if (x.entries != stack) free(x.entries);

@@ -19,8 +19,9 @@ static int fusable(const hvds_response_t* a, const hvds_response_t* b) {
 /* Moves names and sizes of src onto the end of dst. */
 static int append(hvds_response_t* dst, hvds_response_t* src) {
   for (int32_t i = 0; i < src->nnames; i++) {
-    if (hvds__response_add_name(dst, src->names[i]) != 0) return -1;
     if (hvds__response_add_size(dst, src->sizes[i]) != 0) return -1;
+    if (hvds__response_take_name(dst, src->names[i]) != 0) return -1;
+    src->names[i] = NULL; /* moved */
   }
   return 0;
 }

@@ -80,6 +80,32 @@ static void drop_slot_locked(hvds_handle_rec_t* h) {
   rt.free_slots[rt.nfree++] = slot;
 }
 
+/* Marks one entry of h done; rt.hmu is held. Returns 1 when h became done. */
+static int complete_locked(hvds_handle_rec_t* h, hvds_result_t status, const char* message) {
+  if (status != HVDS_SUCCESS && h->status == HVDS_SUCCESS) {
+    h->status = status;
+    free(h->message);
+    h->message = strdup(message ? message : hvds_result_str(status));
+  }
+  if (--h->remaining > 0) return 0;
+  h->done = 1;
+  if (h->released) {
+    drop_slot_locked(h);
+    record_free(h);
+  }
+  return 1;
+}
+
+void hvds__handle_complete_many(hvds_handle_rec_t** hs, int32_t n, hvds_result_t status,
+                                const char* message) {
+  int woke = 0;
+  pthread_mutex_lock(&rt.hmu);
+  for (int32_t i = 0; i < n; i++)
+    if (hs[i]) woke |= complete_locked(hs[i], status, message);
+  if (woke) pthread_cond_broadcast(&rt.hcv);
+  pthread_mutex_unlock(&rt.hmu);
+}
+
 void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message) {
   pthread_mutex_lock(&rt.hmu);
   if (status != HVDS_SUCCESS && h->status == HVDS_SUCCESS) {

@@ -10,6 +10,9 @@ hvds_handle_rec_t* hvds__handle_create(int32_t n);
 /* Marks one entry done. The first failure's status and message win. Frees the record when the
  * last entry completes on a handle the caller already released. Coordinator thread. */
 void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message);
+/* Completes one entry of each of hs[0..n) (NULLs skipped) under one lock, one wake-up. */
+void hvds__handle_complete_many(hvds_handle_rec_t** hs, int32_t n, hvds_result_t status,
+                                const char* message);
 /* Looks up an id; returns NULL for unknown ids. Call with rt.hmu held. */
 hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id);
 /* Frees every record (shutdown with nothing pending). */

@@ -48,10 +48,29 @@ void hvds__request_free(hvds_request_t* r) {
   memset(r, 0, sizeof(*r));
 }
 
+/* Arrays grow to the next power of two when full, so appending n items costs O(n). */
+static int grow_pow2(void** arr, int32_t n, size_t item) {
+  if (n > 0 && (n & (n - 1)) != 0) return 0; /* not full: capacity is the next power of two */
+  void* p = realloc(*arr, (size_t)(n ? 2 * n : 1) * item);
+  if (p == NULL) return -1;
+  *arr = p;
+  return 0;
+}
+
+static size_t pow2_at_least(uint32_t n) {
+  size_t c = 1;
+  while (c < n) c *= 2;
+  return c;
+}
+
+int hvds__response_take_name(hvds_response_t* r, char* name) {
+  if (grow_pow2((void**)&r->names, r->nnames, sizeof(char*)) != 0) return -1;
+  r->names[r->nnames++] = name;
+  return 0;
+}
+
 int hvds__response_add_name(hvds_response_t* r, const char* name) {
-  char** names = realloc(r->names, (size_t)(r->nnames + 1) * sizeof(char*));
-  if (names == NULL) return -1;
-  r->names = names;
+  if (grow_pow2((void**)&r->names, r->nnames, sizeof(char*)) != 0) return -1;
   r->names[r->nnames] = strdup(name);
   if (r->names[r->nnames] == NULL) return -1;
   r->nnames++;
@@ -59,9 +78,7 @@ int hvds__response_add_name(hvds_response_t* r, const char* name) {
 }
 
 int hvds__response_add_size(hvds_response_t* r, int64_t size) {
-  int64_t* sizes = realloc(r->sizes, (size_t)(r->nsizes + 1) * sizeof(int64_t));
-  if (sizes == NULL) return -1;
-  r->sizes = sizes;
+  if (grow_pow2((void**)&r->sizes, r->nsizes, sizeof(int64_t)) != 0) return -1;
   r->sizes[r->nsizes++] = size;
   return 0;
 }
@@ -309,7 +326,7 @@ static void decode_response(reader_t* r, hvds_response_t* s) {
     r->bad = 1;
     return;
   }
-  s->names = calloc(nn ? nn : 1, sizeof(char*));
+  s->names = calloc(pow2_at_least(nn), sizeof(char*)); /* room as grow_pow2 expects */
   if (s->names == NULL) {
     r->bad = 1;
     return;
@@ -324,7 +341,7 @@ static void decode_response(reader_t* r, hvds_response_t* s) {
     return;
   }
   if (ns > 0) {
-    s->sizes = malloc((size_t)ns * 8);
+    s->sizes = malloc(pow2_at_least(ns) * 8);
     if (s->sizes == NULL) {
       r->bad = 1;
       return;

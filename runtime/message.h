@@ -72,6 +72,8 @@ int hvds__response_copy(hvds_response_t* dst, const hvds_response_t* src);
 void hvds__response_free(hvds_response_t* r);
 /* Appends name (copied) to r->names. Returns 0, or -1 when out of memory. */
 int hvds__response_add_name(hvds_response_t* r, const char* name);
+/* Appends name without copying: r owns it from now on. */
+int hvds__response_take_name(hvds_response_t* r, char* name);
 int hvds__response_add_size(hvds_response_t* r, int64_t size);
 
 /* A growable byte buffer for encoding. */

@@ -111,6 +111,7 @@ typedef struct hvds_runtime {
   pthread_mutex_t qmu;           /* guards queues, psets table, wakeups */
   pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
   int wake;                      /* qmu: new work since the coordinator last looked */
+  int coord_sleeping;            /* qmu: the coordinator waits on qcv */
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
   int32_t next_ps_id;            /* coord */
 

@@ -151,10 +151,12 @@ long hvds_bench_check_sum_f32(const float* p, size_t n, int np, double* max_err)
   return wrong;
 }
 
-void hvds_bench_print_header(FILE* f, const char* title, const hvds_bench_sweep_t* s, int np) {
+void hvds_bench_print_header(FILE* f, const char* title, const char* info,
+                             const hvds_bench_sweep_t* s, int np) {
   fprintf(f, "# %s: np %d, sizes %zu..%zu x%zu, iters %d, warmup %d, check %d\n", title, np,
           s->min_bytes, s->max_bytes, s->factor, s->iters, s->warmup, s->check);
-  fprintf(f, "# time = median (min) over iterations of the slowest rank's enqueue-to-done time\n");
+  if (info != NULL) fprintf(f, "# %s\n", info);
+  fprintf(f, "# time = median (min) over iterations of the slowest rank's start-to-completion time\n");
   if (s->csv) {
     fprintf(f, "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,"
                "max_err\n");

@@ -77,8 +77,9 @@ void hvds_bench_fill_f32(float* p, size_t n, int rank);
 long hvds_bench_check_sum_f32(const float* p, size_t n, int np, double* max_err /* OUT */);
 
 /* The table header (or the CSV header line), one row, and the closing summary. title is printed in
- * the first comment line, e.g. "hvdsparse-perf allreduce". */
-void hvds_bench_print_header(FILE* f, const char* title, const hvds_bench_sweep_t* s, int np);
+ * the first comment line, e.g. "hvdsparse-perf allreduce", and info (may be NULL) in the second. */
+void hvds_bench_print_header(FILE* f, const char* title, const char* info,
+                             const hvds_bench_sweep_t* s, int np);
 void hvds_bench_print_row(FILE* f, const hvds_bench_row_t* row, int csv);
 void hvds_bench_print_footer(FILE* f, long wrong_total, double avg_busbw, int checked);
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -143,6 +144,25 @@ TEST(Fusion, ThousandSmallTensorsWithinTwiceOneAllreduce) {
   double ratio = std::atof(r.output.c_str() + p + 6);
   std::printf("%s\n", r.output.substr(r.output.rfind("fusion:", p), p + 10 - r.output.rfind("fusion:", p)).c_str());
   EXPECT_LE(ratio, 2.0) << r.output;
+
+  // The timeline shows the small tensors negotiated one by one but reduced together.
+  char path[] = "/tmp/hvds_fusion_timeline_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  RunResult t = RunScenario(2, "fusion", {std::string("HVDSPARSE_TIMELINE=") + path}, 240);
+  ASSERT_EQ(t.status, 0) << t.output;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  int most = 0;
+  for (size_t p = text.find("\"fused_tensors\":"); p != std::string::npos;
+       p = text.find("\"fused_tensors\":", p + 1))
+    most = std::max(most, std::atoi(text.c_str() + p + 16));
+  std::printf("largest fused allreduce in the timeline: %d tensors\n", most);
+  EXPECT_GE(most, 100);
+  unlink(path);
 }
 
 TEST(Faults, KilledRankFailsOthersAndLauncher) {
@@ -154,7 +174,7 @@ TEST(Faults, KilledRankFailsOthersAndLauncher) {
   EXPECT_GE(Count(r.output, "error: "), 1) << r.output;
   EXPECT_NE(r.output.find("3"), std::string::npos);
   // Nothing left running: no mp_worker of ours survives.
-  RunResult ps = RunCommand({"/bin/sh", "-c", "pgrep -f 'mp_worker kill' || true"}, {}, 10);
+  RunResult ps = RunCommand({"/bin/sh", "-c", "pgrep -f '[m]p_worker kill' || true"}, {}, 10);
   EXPECT_EQ(ps.output, "") << ps.output;
 }
 

@@ -21,11 +21,11 @@ void check_reducescatter(int nranks, const std::vector<size_t>& counts, size_t c
     for (int ti = 0; ti < HVDS_DTYPE_COUNT; ti++) {
       hvds_dtype_t t = static_cast<hvds_dtype_t>(ti);
       size_t es = hvds__dtype_bytes(t);
-      for (hvds_reduce_op_t op : {HVDS_SUM, HVDS_MAX, HVDS_PRODUCT}) {
+      for (int op : {HVDS_SUM, HVDS_MAX, HVDS_PRODUCT}) {
         std::vector<char> buf = make_input(t, op, nranks, p->rank, total);
         std::vector<char> want = make_expected(t, op, nranks, total);
         hvds_coll_opts_t o = {tag++, HVDS_ALGO_AUTO, chunk, 0};
-        ASSERT_EQ(hvds__reducescatter(p, buf.data(), counts.data(), t, op, &o), HVDS_SUCCESS)
+        ASSERT_EQ(hvds__reducescatter(p, buf.data(), counts.data(), t, op_arg(op), &o), HVDS_SUCCESS)
             << p->error;
         std::vector<char> mine(buf.begin() + off * es, buf.begin() + (off + counts[p->rank]) * es);
         std::vector<char> exp(want.begin() + off * es, want.begin() + (off + counts[p->rank]) * es);
