@@ -37,7 +37,7 @@ demo: build
 	$(BUILD)/bin/hvdsparse run -np 4 $(BUILD)/bin/hvdsparse-perf allreduce -b 1K -e 64M -f 4
 
 bench: build
-	$(PY) bench/compare_allreduce.py --build $(BUILD) --out docs
+	$(PY) bench/compare_allreduce.py --build $(BUILD) --out docs/benchmarks --doc docs/benchmarks.md
 
 test-asan: deps
 	@$(MAKE) --no-print-directory test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DHVDS_SANITIZE=ON"

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,6 +77,65 @@ static hvds_result_t add_identity(const hvds_job_t* job, const hvds_slot_t* s,
   return rc;
 }
 
+/* The directory of this executable, or "" when /proc/self/exe cannot be read. */
+static void exe_dir(char* out, size_t len) {
+  ssize_t n = readlink("/proc/self/exe", out, len - 1);
+  out[n > 0 ? n : 0] = '\0';
+  char* slash = strrchr(out, '/');
+  if (slash) *slash = '\0';
+}
+
+static int same_dir(const char* a, const char* b) {
+  char ra[PATH_MAX], rb[PATH_MAX];
+  return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
+}
+
+/* Python side of the workers' environment. From a build tree: the source tree's framework
+ * packages on PYTHONPATH and HVDSPARSE_LIBRARY at the built library (unless already set). With
+ * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front,
+ * from the source tree or from <prefix>/share/hvdsparse/alias next to an installed launcher. */
+static hvds_result_t add_python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
+  char dir[PATH_MAX], alias[PATH_MAX + 64] = "", paths[4 * PATH_MAX] = "";
+  exe_dir(dir, sizeof(dir));
+  int in_build = 0;
+#ifdef HVDS_BUILD_BIN_DIR
+  in_build = dir[0] != '\0' && same_dir(dir, HVDS_BUILD_BIN_DIR);
+#endif
+  if (a->horovod_alias) {
+#ifdef HVDS_SOURCE_DIR
+    if (in_build) snprintf(alias, sizeof(alias), "%s/frameworks/alias", HVDS_SOURCE_DIR);
+#endif
+    if (!in_build) snprintf(alias, sizeof(alias), "%s/../share/hvdsparse/alias", dir);
+    if (access(alias, R_OK) != 0) {
+      HVDS_WARN("--horovod-alias: %s not found; `import horovod` is left alone", alias);
+      alias[0] = '\0';
+    }
+  }
+  size_t len = 0;
+  if (alias[0]) len += (size_t)snprintf(paths + len, sizeof(paths) - len, "%s:", alias);
+#if defined(HVDS_SOURCE_DIR) && defined(HVDS_BUILD_LIBRARY)
+  if (in_build) {
+    const char* src = HVDS_SOURCE_DIR;
+    len += (size_t)snprintf(paths + len, sizeof(paths) - len,
+                            "%s/frameworks/common:%s/frameworks/pytorch:%s/frameworks/tensorflow:",
+                            src, src, src);
+    if (hvds__env_list_get(env, "HVDSPARSE_LIBRARY") == NULL &&
+        hvds__launcher_getenv("HVDSPARSE_LIBRARY") == NULL) {
+      hvds_result_t rc = hvds__env_list_set(env, "HVDSPARSE_LIBRARY", HVDS_BUILD_LIBRARY);
+      if (rc != HVDS_SUCCESS) return rc;
+    }
+  }
+#endif
+  if (len == 0) return HVDS_SUCCESS;
+  const char* old = hvds__env_list_get(env, "PYTHONPATH");
+  if (old == NULL) old = hvds__launcher_getenv("PYTHONPATH");
+  if (old != NULL && old[0] != '\0' && len < sizeof(paths))
+    snprintf(paths + len, sizeof(paths) - len, "%s", old);
+  else
+    paths[len - 1] = '\0';  // drop the trailing ':'
+  return hvds__env_list_set(env, "PYTHONPATH", paths);
+}
+
 hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t* env) {
   memset(env, 0, sizeof(*env));
   const hvds_run_args_t* a = job->args;
@@ -94,8 +154,8 @@ hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t*
   if (rc == HVDS_SUCCESS) rc = hvds__env_list_set(env, "PYTHONUNBUFFERED", "1");
   for (int i = 0; i < a->knobs.n && rc == HVDS_SUCCESS; i++)
     rc = set_both(env, a->knobs.items[i].name, a->knobs.items[i].value);
-  // TODO(lead): also prepend the CMake-configured frameworks/alias directory to PYTHONPATH.
   if (rc == HVDS_SUCCESS && a->horovod_alias) rc = set_both(env, "HOROVOD_ALIAS", "1");
+  if (rc == HVDS_SUCCESS) rc = add_python_env(a, env);
   if (rc == HVDS_SUCCESS) rc = add_identity(job, &job->slots[rank], env);
   if (rc != HVDS_SUCCESS) hvds__env_list_free(env);
   return rc;

@@ -37,7 +37,7 @@ typedef struct {
   hvds_p2p_t* p;
   char* buf;
   size_t count, esize;
-  int rem;               /* P - P2: ranks that fold */
+  int rem; /* P - P2: ranks that fold */
   uint64_t tag;
   hvds_p2p_seg_t reduce; /* segments received into scratch and folded in */
   hvds_p2p_seg_t copy;   /* segments received in place */
@@ -55,8 +55,8 @@ static hvds_result_t fold(const rhd_t* x, int* newrank) {
   size_t bytes = x->count * x->esize;
   *newrank = r >= 2 * x->rem ? r - x->rem : (r % 2 ? r / 2 : -1);
   if (r >= 2 * x->rem) return HVDS_SUCCESS;
-  if (r % 2 == 0) return hvds__p2p_sendrecv_seg(x->p, r + 1, x->buf, bytes, -1, NULL, 0, x->tag,
-                                                &x->reduce);
+  if (r % 2 == 0)
+    return hvds__p2p_sendrecv_seg(x->p, r + 1, x->buf, bytes, -1, NULL, 0, x->tag, &x->reduce);
   return hvds__p2p_sendrecv_seg(x->p, -1, NULL, 0, r - 1, x->buf, bytes, x->tag, &x->reduce);
 }
 
@@ -65,8 +65,8 @@ static hvds_result_t unfold(const rhd_t* x) {
   int r = x->p->rank;
   size_t bytes = x->count * x->esize;
   if (r >= 2 * x->rem) return HVDS_SUCCESS;
-  if (r % 2) return hvds__p2p_sendrecv_seg(x->p, r - 1, x->buf, bytes, -1, NULL, 0, x->tag,
-                                           &x->copy);
+  if (r % 2)
+    return hvds__p2p_sendrecv_seg(x->p, r - 1, x->buf, bytes, -1, NULL, 0, x->tag, &x->copy);
   return hvds__p2p_sendrecv_seg(x->p, -1, NULL, 0, r + 1, x->buf, bytes, x->tag, &x->copy);
 }
 
@@ -94,21 +94,21 @@ static hvds_result_t halving_doubling(const rhd_t* x, int n, int p2) {
     size_t give_lo = (n & mask) ? lo : lo + half, give_len = len - keep_len;
     lo_at[steps] = lo;
     len_at[steps] = len;
-    hvds_result_t rc = hvds__p2p_sendrecv_seg(x->p, peer, at(x, give_lo), give_len * x->esize, peer,
-                                              at(x, keep_lo), keep_len * x->esize, x->tag,
-                                              &x->reduce);
+    hvds_result_t rc =
+        hvds__p2p_sendrecv_seg(x->p, peer, at(x, give_lo), give_len * x->esize, peer,
+                               at(x, keep_lo), keep_len * x->esize, x->tag, &x->reduce);
     if (rc != HVDS_SUCCESS) return rc;
     lo = keep_lo;
     len = keep_len;
   }
   for (int s = steps - 1; s >= 0; s--) {
-    // Doubling step: send the finished range, receive the partner's, which completes step s's range.
+    // Doubling step: send our finished range, receive the partner's: step s's range is done.
     int peer = real_rank(x, n ^ (1 << s));
     size_t other_lo = lo == lo_at[s] ? lo + len : lo_at[s];
     size_t other_len = len_at[s] - len;
-    hvds_result_t rc = hvds__p2p_sendrecv_seg(x->p, peer, at(x, lo), len * x->esize, peer,
-                                              at(x, other_lo), other_len * x->esize, x->tag,
-                                              &x->copy);
+    hvds_result_t rc =
+        hvds__p2p_sendrecv_seg(x->p, peer, at(x, lo), len * x->esize, peer, at(x, other_lo),
+                               other_len * x->esize, x->tag, &x->copy);
     if (rc != HVDS_SUCCESS) return rc;
     lo = lo_at[s];
     len = len_at[s];
@@ -138,8 +138,13 @@ hvds_result_t hvds__allreduce_rhd(hvds_p2p_t* p, void* buf, size_t count, hvds_d
   if (segb > count * esize) segb = count * esize;
   void* scratch = malloc(2 * segb);
   if (scratch == NULL) return hvds__coll_nomem(p, "allreduce_rhd");
-  rhd_t x = {p, buf, count, esize, 0, o != NULL ? o->tag : 0,
-             {segb, scratch, dtype, op}, {segb, NULL, dtype, op}};
+  rhd_t x = {.p = p,
+             .buf = buf,
+             .count = count,
+             .esize = esize,
+             .tag = o != NULL ? o->tag : 0,
+             .reduce = {segb, scratch, dtype, op},
+             .copy = {segb, NULL, dtype, op}};
   rc = run(&x);
   free(scratch);
   return rc;

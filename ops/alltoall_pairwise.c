@@ -40,9 +40,9 @@ hvds_result_t hvds__alltoallv(hvds_p2p_t* p, const void* sendbuf, const size_t* 
   for (int k = 1; k < P; k++) {
     // Step k: send to the rank k ahead, receive from the rank k behind.
     int to = (r + k) % P, from = (r - k + P) % P;
-    hvds_result_t rc = hvds__p2p_sendrecv(
-        p, to, send_bytes[to] ? sb + send_off[to] : NULL, send_bytes[to], from,
-        recv_bytes[from] ? rb + recv_off[from] : NULL, recv_bytes[from], tag);
+    hvds_result_t rc =
+        hvds__p2p_sendrecv(p, to, send_bytes[to] ? sb + send_off[to] : NULL, send_bytes[to], from,
+                           recv_bytes[from] ? rb + recv_off[from] : NULL, recv_bytes[from], tag);
     if (rc != HVDS_SUCCESS) return rc;
   }
   return HVDS_SUCCESS;

@@ -26,8 +26,8 @@ typedef struct {
   char* buf;
   size_t bytes, seg, nseg;
   uint64_t tag;
-  int parent;                                  /* real rank, -1 at the root */
-  int children[MAX_CHILDREN];                  /* real ranks, largest subtree first */
+  int parent;                 /* real rank, -1 at the root */
+  int children[MAX_CHILDREN]; /* real ranks, largest subtree first */
   int nchildren;
   /* In flight: [0..1] segment j's receive in slot j % 2, then MAX_CHILDREN sends per slot. */
   hvds_p2p_req_t* reqs[2 + 2 * MAX_CHILDREN];
@@ -62,8 +62,8 @@ static hvds_result_t forward(bcast_t* x, size_t j) {
   hvds_p2p_req_t** slot = send_slot(x, j);
   hvds_result_t rc = hvds__p2p_wait_all(x->p, slot, x->nchildren);
   for (int c = 0; c < x->nchildren && rc == HVDS_SUCCESS; c++)
-    rc = hvds__p2p_isend(x->p, x->children[c], x->buf + j * x->seg, seg_len(x, j), x->tag,
-                         &slot[c]);
+    rc =
+        hvds__p2p_isend(x->p, x->children[c], x->buf + j * x->seg, seg_len(x, j), x->tag, &slot[c]);
   return rc;
 }
 

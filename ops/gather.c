@@ -34,8 +34,8 @@ static hvds_result_t gather_at_root(hvds_p2p_t* p, const void* sendbuf, char* re
   return rc;
 }
 
-hvds_result_t hvds__gatherv(hvds_p2p_t* p, const void* sendbuf, void* recvbuf,
-                            const size_t* bytes, int root, const hvds_coll_opts_t* o) {
+hvds_result_t hvds__gatherv(hvds_p2p_t* p, const void* sendbuf, void* recvbuf, const size_t* bytes,
+                            int root, const hvds_coll_opts_t* o) {
   if (root < 0 || root >= p->size) {
     snprintf(p->error, sizeof p->error, "gatherv: root %d out of range [0, %d)", root, p->size);
     return HVDS_INVALID_ARGUMENT;

@@ -33,8 +33,8 @@ static hvds_result_t check_args(hvds_p2p_t* p, const char* what, int peer, const
   return HVDS_SUCCESS;
 }
 
-hvds_result_t hvds__p2p_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes,
-                              uint64_t tag, hvds_p2p_req_t** req) {
+hvds_result_t hvds__p2p_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag,
+                              hvds_p2p_req_t** req) {
   if (p == NULL) return HVDS_INVALID_ARGUMENT;
   hvds_result_t rc = check_args(p, "isend", peer, buf, bytes, req);
   if (rc != HVDS_SUCCESS) return rc;
@@ -93,8 +93,7 @@ hvds_result_t hvds__p2p_finish(hvds_p2p_t* p, hvds_result_t rc, hvds_p2p_req_t**
   return rc;
 }
 
-hvds_result_t hvds__p2p_send(hvds_p2p_t* p, int peer, const void* buf, size_t bytes,
-                             uint64_t tag) {
+hvds_result_t hvds__p2p_send(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag) {
   hvds_p2p_req_t* req;
   hvds_result_t rc = hvds__p2p_isend(p, peer, buf, bytes, tag, &req);
   return rc == HVDS_SUCCESS ? hvds__p2p_wait(p, req) : rc;
@@ -164,8 +163,17 @@ static hvds_result_t seg_finish(seg_xfer_t* x, size_t j) {
 hvds_result_t hvds__p2p_sendrecv_seg(hvds_p2p_t* p, int to, const void* sbuf, size_t sbytes,
                                      int from, void* rbuf, size_t rbytes, uint64_t tag,
                                      const hvds_p2p_seg_t* seg) {
-  seg_xfer_t x = {p, to, from, sbuf, rbuf, to < 0 ? 0 : sbytes, from < 0 ? 0 : rbytes,
-                  seg->seg_bytes, tag, seg, {NULL, NULL, NULL, NULL}};
+  seg_xfer_t x = {p,
+                  to,
+                  from,
+                  sbuf,
+                  rbuf,
+                  to < 0 ? 0 : sbytes,
+                  from < 0 ? 0 : rbytes,
+                  seg->seg_bytes,
+                  tag,
+                  seg,
+                  {NULL, NULL, NULL, NULL}};
   size_t most = x.sbytes > x.rbytes ? x.sbytes : x.rbytes;
   if (most == 0) return HVDS_SUCCESS;
   if (x.seg == 0 || x.seg > most) x.seg = most;

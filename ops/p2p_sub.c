@@ -48,8 +48,8 @@ static hvds_result_t sub_tag(hvds_p2p_t* p, uint64_t tag, uint64_t* out) {
   return HVDS_SUCCESS;
 }
 
-static hvds_result_t sub_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes,
-                               uint64_t tag, hvds_p2p_req_t** req) {
+static hvds_result_t sub_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag,
+                               hvds_p2p_req_t** req) {
   sub_t* s = sub_of(p);
   uint64_t ptag;
   hvds_result_t rc = sub_tag(p, tag, &ptag);
@@ -83,8 +83,8 @@ static void sub_abort(hvds_p2p_t* p) {
 
 static void sub_destroy(hvds_p2p_t* p) { free(p); }  // impl lives in the same block
 
-static const hvds_p2p_ops_t sub_ops = {1, "sub", sub_isend, sub_irecv, sub_wait, sub_abort,
-                                       sub_destroy};
+static const hvds_p2p_ops_t sub_ops = {1,        "sub",     sub_isend,  sub_irecv,
+                                       sub_wait, sub_abort, sub_destroy};
 
 /* Returns this rank's index in ranks, -1 if absent, -2 if ranks is malformed. */
 static int find_self(const hvds_p2p_t* parent, const int* ranks, int n) {
@@ -105,8 +105,7 @@ hvds_result_t hvds__p2p_sub_create(hvds_p2p_t* parent, const int* ranks, int n, 
   int self = (ranks == NULL || n <= 0 || space_id == 0) ? -2 : find_self(parent, ranks, n);
   if (self == -2) {
     snprintf(parent->error, sizeof parent->error,
-             "sub-communicator: need 1..%d distinct ranks in range and space_id > 0",
-             parent->size);
+             "sub-communicator: need 1..%d distinct ranks in range and space_id > 0", parent->size);
     return HVDS_INVALID_ARGUMENT;
   }
   if (self < 0) return HVDS_SUCCESS;  // not a member
@@ -123,8 +122,12 @@ hvds_result_t hvds__p2p_sub_create(hvds_p2p_t* parent, const int* ranks, int n, 
   s->space = (uint64_t)space_id << TAG_BITS;
   s->n = n;
   memcpy(s->ranks, ranks, (size_t)n * sizeof(int));
-  *p = (hvds_p2p_t){.rank = self, .size = n, .timeout_ms = parent->timeout_ms, .ops = &sub_ops,
-                    .impl = s, .failed_peer = -1};
+  *p = (hvds_p2p_t){.rank = self,
+                    .size = n,
+                    .timeout_ms = parent->timeout_ms,
+                    .ops = &sub_ops,
+                    .impl = s,
+                    .failed_peer = -1};
   *out = p;
   return HVDS_SUCCESS;
 }

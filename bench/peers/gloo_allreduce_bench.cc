@@ -63,11 +63,16 @@ int parse(int argc, char** argv, Args* a) {
       return -1;
     }
     const char* val = argv[++i];
-    if (opt == "--rank") a->rank = std::atoi(val);
-    else if (opt == "--size") a->size = std::atoi(val);
-    else if (opt == "--store") a->store = val;
-    else if (opt == "--host") a->host = val;
-    else if (opt == "--algorithm") a->algorithm = val;
+    if (opt == "--rank")
+      a->rank = std::atoi(val);
+    else if (opt == "--size")
+      a->size = std::atoi(val);
+    else if (opt == "--store")
+      a->store = val;
+    else if (opt == "--host")
+      a->host = val;
+    else if (opt == "--algorithm")
+      a->algorithm = val;
     else {
       std::fprintf(stderr, "unknown option %s\n", opt.c_str());
       return -1;
@@ -94,12 +99,16 @@ Op make_op(const std::shared_ptr<gloo::Context>& ctx, const std::string& algo, f
     classic = std::make_shared<gloo::AllreduceRingChunked<float>>(ctx, ptrs, n);
   if (algo == "halving-doubling")
     classic = std::make_shared<gloo::AllreduceHalvingDoubling<float>>(ctx, ptrs, n);
-  if (algo == "classic-bcube") classic = std::make_shared<gloo::AllreduceBcube<float>>(ctx, ptrs, n);
+  if (algo == "classic-bcube")
+    classic = std::make_shared<gloo::AllreduceBcube<float>>(ctx, ptrs, n);
   if (classic) return [classic] { classic->run(); };
   gloo::AllreduceOptions::Algorithm kind = gloo::AllreduceOptions::Algorithm::UNSPECIFIED;
-  if (algo == "ring") kind = gloo::AllreduceOptions::Algorithm::RING;
-  else if (algo == "bcube") kind = gloo::AllreduceOptions::Algorithm::BCUBE;
-  else if (algo != "default") throw std::runtime_error("unknown algorithm " + algo);
+  if (algo == "ring")
+    kind = gloo::AllreduceOptions::Algorithm::RING;
+  else if (algo == "bcube")
+    kind = gloo::AllreduceOptions::Algorithm::BCUBE;
+  else if (algo != "default")
+    throw std::runtime_error("unknown algorithm " + algo);
   return [ctx, kind, p, count] {
     gloo::AllreduceOptions opts(ctx);
     opts.setOutput(p, count);
@@ -163,8 +172,10 @@ int run(const Args& a) {
   std::string label = a.sweep.label;
   if (label == "gloo") label = "gloo-" + a.algorithm;
   if (a.rank == 0) {
-    std::string info = "dtype float32, op sum, in place, algorithm " + a.algorithm + ", TCP " + a.host;
-    hvds_bench_print_header(stdout, "gloo_allreduce_bench allreduce", info.c_str(), &a.sweep, a.size);
+    std::string info =
+        "dtype float32, op sum, in place, algorithm " + a.algorithm + ", TCP " + a.host;
+    hvds_bench_print_header(stdout, "gloo_allreduce_bench allreduce", info.c_str(), &a.sweep,
+                            a.size);
   }
   long wrong_total = 0;
   double bw_sum = 0;
@@ -189,7 +200,8 @@ int run(const Args& a) {
     }
     if (bytes > a.sweep.max_bytes / a.sweep.factor) break;
   }
-  if (a.rank == 0) hvds_bench_print_footer(stdout, wrong_total, rows ? bw_sum / rows : 0, a.sweep.check);
+  if (a.rank == 0)
+    hvds_bench_print_footer(stdout, wrong_total, rows ? bw_sum / rows : 0, a.sweep.check);
   return wrong_total > 0 ? 1 : 0;
 }
 

@@ -12,7 +12,8 @@
 static int rank_, size_;
 
 // Runs one size of count floats and fills *row; returns 0, or -1 when out of memory.
-static int run_size(const hvds_bench_sweep_t* s, size_t count, double* stats, hvds_bench_row_t* row) {
+static int run_size(const hvds_bench_sweep_t* s, size_t count, double* stats,
+                    hvds_bench_row_t* row) {
   float* buf = malloc(count * sizeof(float));
   if (buf == NULL) return -1;
   hvds_bench_fill_f32(buf, count, rank_);

@@ -23,10 +23,23 @@ int hvds_bench_parse_size(const char* text, size_t* out) {
   if (end == text || v < 0) return -1;
   double scale = 1;
   switch (*end) {
-    case 'k': case 'K': scale = 1024.0; end++; break;
-    case 'm': case 'M': scale = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': scale = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+      scale = 1024.0;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      scale = 1024.0 * 1024;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      scale = 1024.0 * 1024 * 1024;
+      end++;
+      break;
+    default:
+      break;
   }
   if (*end == 'B' || *end == 'b') end++;  // "64MB" reads as 64M
   if (*end != '\0') return -1;
@@ -53,7 +66,8 @@ int hvds_bench_parse_sweep_opt(int argc, char** argv, int* i, hvds_bench_sweep_t
   }
   static const char* const kValued[] = {"-b", "-e", "-f", "-n", "-w", "-c", "--label"};
   int known = 0;
-  for (size_t k = 0; k < sizeof(kValued) / sizeof(kValued[0]); k++) known |= !strcmp(opt, kValued[k]);
+  for (size_t k = 0; k < sizeof(kValued) / sizeof(kValued[0]); k++)
+    known |= !strcmp(opt, kValued[k]);
   if (!known) return 0;
   if (*i + 1 >= argc) {
     fprintf(stderr, "%s needs a value\n", opt);
@@ -156,16 +170,18 @@ void hvds_bench_print_header(FILE* f, const char* title, const char* info,
   fprintf(f, "# %s: np %d, sizes %zu..%zu x%zu, iters %d, warmup %d, check %d\n", title, np,
           s->min_bytes, s->max_bytes, s->factor, s->iters, s->warmup, s->check);
   if (info != NULL) fprintf(f, "# %s\n", info);
-  fprintf(f, "# time = median (min) over iterations of the slowest rank's start-to-completion time\n");
+  fprintf(f,
+          "# time = median (min) over iterations of the slowest rank's start-to-completion time\n");
   if (s->csv) {
-    fprintf(f, "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,"
-               "max_err\n");
+    fprintf(f,
+            "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,"
+            "max_err\n");
     return;
   }
-  fprintf(f, "#\n#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "size", "count", "type",
-          "redop", "time", "min", "algbw", "busbw", "#wrong", "max_err");
-  fprintf(f, "#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "(B)", "(elements)", "", "",
-          "(us)", "(us)", "(GB/s)", "(GB/s)", "", "");
+  fprintf(f, "#\n#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "size", "count", "type", "redop",
+          "time", "min", "algbw", "busbw", "#wrong", "max_err");
+  fprintf(f, "#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "(B)", "(elements)", "", "", "(us)",
+          "(us)", "(GB/s)", "(GB/s)", "", "");
 }
 
 void hvds_bench_print_row(FILE* f, const hvds_bench_row_t* r, int csv) {

@@ -69,7 +69,9 @@ void hvds_bench_row_bandwidth(hvds_bench_row_t* row);
 
 /* Rank r's element i of the test pattern: a small positive integer (1..11), so sums, minima and
  * maxima of a few ranks are exact in every type. The pattern repeats every 11 elements. */
-static inline int hvds_bench_value(int r, size_t i) { return (int)((i * 7 + (size_t)r * 5) % 11) + 1; }
+static inline int hvds_bench_value(int r, size_t i) {
+  return (int)((i * 7 + (size_t)r * 5) % 11) + 1;
+}
 
 /* float32 helpers for the peer drivers: fill with rank's pattern; count the elements that differ
  * from the sum over np ranks, and the largest difference. */

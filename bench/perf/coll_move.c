@@ -28,8 +28,7 @@ static size_t equal_shares(size_t bytes, size_t esz, int np) {
 // Output 0 of h, which must be a 1-d tensor of n elements; NULL otherwise.
 static const void* output_of(hvds_handle_t h, size_t n) {
   hvds_tensor_t out;
-  if (hvds_handle_output(h, 0, &out) != HVDS_SUCCESS || out.ndim != 1 ||
-      out.shape[0] != (int64_t)n)
+  if (hvds_handle_output(h, 0, &out) != HVDS_SUCCESS || out.ndim != 1 || out.shape[0] != (int64_t)n)
     return NULL;
   return out.data;
 }

@@ -65,10 +65,10 @@ static long allreduce_check(perf_case_t* c, hvds_handle_t h, double* max_err) {
   return wrong;
 }
 
-const perf_coll_t perf_allreduce = {"allreduce",      1,
-                                    allreduce_count,  allreduce_setup,
-                                    allreduce_start,  allreduce_refill,
-                                    allreduce_check,  free_buffers};
+const perf_coll_t perf_allreduce = {"allreduce",     1,
+                                    allreduce_count, allreduce_setup,
+                                    allreduce_start, allreduce_refill,
+                                    allreduce_check, free_buffers};
 
 /* ---- reducescatter: count elements in, count/np out (equal shares) ---- */
 
@@ -111,7 +111,5 @@ static long scatter_check(perf_case_t* c, hvds_handle_t h, double* max_err) {
   return wrong;
 }
 
-const perf_coll_t perf_reducescatter = {"reducescatter", 1,
-                                        scatter_count,   scatter_setup,
-                                        scatter_start,   NULL,
-                                        scatter_check,   free_buffers};
+const perf_coll_t perf_reducescatter = {"reducescatter", 1,    scatter_count, scatter_setup,
+                                        scatter_start,   NULL, scatter_check, free_buffers};

@@ -9,17 +9,17 @@ static const struct {
   const char* label;
   hvds_dtype_t dt;
 } kDtypes[] = {
-    {"uint8", HVDS_UINT8},     {"int8", HVDS_INT8},       {"uint16", HVDS_UINT16},
-    {"int16", HVDS_INT16},     {"int32", HVDS_INT32},     {"int64", HVDS_INT64},
-    {"float16", HVDS_FLOAT16}, {"float32", HVDS_FLOAT32}, {"float64", HVDS_FLOAT64},
+    {"uint8", HVDS_UINT8},       {"int8", HVDS_INT8},       {"uint16", HVDS_UINT16},
+    {"int16", HVDS_INT16},       {"int32", HVDS_INT32},     {"int64", HVDS_INT64},
+    {"float16", HVDS_FLOAT16},   {"float32", HVDS_FLOAT32}, {"float64", HVDS_FLOAT64},
     {"bfloat16", HVDS_BFLOAT16},
 };
 static const struct {
   const char* label;
   hvds_reduce_op_t op;
 } kOps[] = {
-    {"sum", HVDS_SUM}, {"avg", HVDS_AVERAGE}, {"min", HVDS_MIN}, {"max", HVDS_MAX},
-    {"prod", HVDS_PRODUCT},
+    {"sum", HVDS_SUM}, {"avg", HVDS_AVERAGE},  {"min", HVDS_MIN},
+    {"max", HVDS_MAX}, {"prod", HVDS_PRODUCT},
 };
 #define COUNT_OF(x) (sizeof(x) / sizeof((x)[0]))
 
@@ -78,15 +78,33 @@ static double half_to(uint16_t h) {
 
 void perf_set(void* p, hvds_dtype_t dt, size_t i, double v) {
   switch (dt) {
-    case HVDS_UINT8: ((uint8_t*)p)[i] = (uint8_t)v; break;
-    case HVDS_INT8: ((int8_t*)p)[i] = (int8_t)v; break;
-    case HVDS_UINT16: ((uint16_t*)p)[i] = (uint16_t)v; break;
-    case HVDS_INT16: ((int16_t*)p)[i] = (int16_t)v; break;
-    case HVDS_INT32: ((int32_t*)p)[i] = (int32_t)v; break;
-    case HVDS_INT64: ((int64_t*)p)[i] = (int64_t)v; break;
-    case HVDS_FLOAT16: ((uint16_t*)p)[i] = half_from(v); break;
-    case HVDS_FLOAT32: ((float*)p)[i] = (float)v; break;
-    case HVDS_FLOAT64: ((double*)p)[i] = v; break;
+    case HVDS_UINT8:
+      ((uint8_t*)p)[i] = (uint8_t)v;
+      break;
+    case HVDS_INT8:
+      ((int8_t*)p)[i] = (int8_t)v;
+      break;
+    case HVDS_UINT16:
+      ((uint16_t*)p)[i] = (uint16_t)v;
+      break;
+    case HVDS_INT16:
+      ((int16_t*)p)[i] = (int16_t)v;
+      break;
+    case HVDS_INT32:
+      ((int32_t*)p)[i] = (int32_t)v;
+      break;
+    case HVDS_INT64:
+      ((int64_t*)p)[i] = (int64_t)v;
+      break;
+    case HVDS_FLOAT16:
+      ((uint16_t*)p)[i] = half_from(v);
+      break;
+    case HVDS_FLOAT32:
+      ((float*)p)[i] = (float)v;
+      break;
+    case HVDS_FLOAT64:
+      ((double*)p)[i] = v;
+      break;
     case HVDS_BFLOAT16: {
       float f = (float)v;  // truncating is exact for the pattern's small integers
       uint32_t bits;
@@ -94,28 +112,39 @@ void perf_set(void* p, hvds_dtype_t dt, size_t i, double v) {
       ((uint16_t*)p)[i] = (uint16_t)(bits >> 16);
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
 double perf_get(const void* p, hvds_dtype_t dt, size_t i) {
   switch (dt) {
-    case HVDS_UINT8: return ((const uint8_t*)p)[i];
-    case HVDS_INT8: return ((const int8_t*)p)[i];
-    case HVDS_UINT16: return ((const uint16_t*)p)[i];
-    case HVDS_INT16: return ((const int16_t*)p)[i];
-    case HVDS_INT32: return ((const int32_t*)p)[i];
-    case HVDS_INT64: return (double)((const int64_t*)p)[i];
-    case HVDS_FLOAT16: return half_to(((const uint16_t*)p)[i]);
-    case HVDS_FLOAT32: return ((const float*)p)[i];
-    case HVDS_FLOAT64: return ((const double*)p)[i];
+    case HVDS_UINT8:
+      return ((const uint8_t*)p)[i];
+    case HVDS_INT8:
+      return ((const int8_t*)p)[i];
+    case HVDS_UINT16:
+      return ((const uint16_t*)p)[i];
+    case HVDS_INT16:
+      return ((const int16_t*)p)[i];
+    case HVDS_INT32:
+      return ((const int32_t*)p)[i];
+    case HVDS_INT64:
+      return (double)((const int64_t*)p)[i];
+    case HVDS_FLOAT16:
+      return half_to(((const uint16_t*)p)[i]);
+    case HVDS_FLOAT32:
+      return ((const float*)p)[i];
+    case HVDS_FLOAT64:
+      return ((const double*)p)[i];
     case HVDS_BFLOAT16: {
       uint32_t bits = (uint32_t)((const uint16_t*)p)[i] << 16;
       float f;
       memcpy(&f, &bits, sizeof(f));
       return f;
     }
-    default: return NAN;
+    default:
+      return NAN;
   }
 }
 
@@ -150,9 +179,14 @@ void perf_reduce_ref(hvds_reduce_op_t op, hvds_dtype_t dt, int np, double ref[11
 double perf_tolerance(hvds_reduce_op_t op, hvds_dtype_t dt, double want) {
   if (op != HVDS_AVERAGE) return 0;
   switch (dt) {
-    case HVDS_FLOAT16: case HVDS_BFLOAT16: return 1e-2 * fabs(want);
-    case HVDS_FLOAT32: return 1e-6 * fabs(want);
-    case HVDS_FLOAT64: return 1e-12 * fabs(want);
-    default: return 1.0;  // integer averages may truncate or round
+    case HVDS_FLOAT16:
+    case HVDS_BFLOAT16:
+      return 1e-2 * fabs(want);
+    case HVDS_FLOAT32:
+      return 1e-6 * fabs(want);
+    case HVDS_FLOAT64:
+      return 1e-12 * fabs(want);
+    default:
+      return 1.0;  // integer averages may truncate or round
   }
 }

@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
     rows++;
     if (bytes > a.sweep.max_bytes / a.sweep.factor) break;  // the next step would overflow
   }
-  if (a.rank == 0) hvds_bench_print_footer(stdout, wrong_total, rows ? bw_sum / rows : 0, a.sweep.check);
+  if (a.rank == 0)
+    hvds_bench_print_footer(stdout, wrong_total, rows ? bw_sum / rows : 0, a.sweep.check);
   free(stats);
   hvds_shutdown();
   if (failed && a.rank == 0) fprintf(stderr, "hvdsparse-perf: a collective failed; see above\n");

@@ -38,7 +38,7 @@ typedef struct {
    * shares. The buffer is the allreduce/broadcast tensor, the allgather output, the reducescatter
    * input, the alltoall send buffer of one rank. */
   size_t (*count_for)(size_t bytes, size_t esz, int np);
-  int (*setup)(perf_case_t* c);                              /* 0, or -1 when out of memory */
+  int (*setup)(perf_case_t* c);                             /* 0, or -1 when out of memory */
   hvds_result_t (*start)(perf_case_t* c, hvds_handle_t* h); /* enqueue one operation */
   /* Before the checked operation: restore inputs an in-place operation overwrote. May be NULL. */
   void (*refill)(perf_case_t* c);
@@ -47,7 +47,7 @@ typedef struct {
   void (*teardown)(perf_case_t* c);
 } perf_coll_t;
 
-extern const perf_coll_t perf_allreduce, perf_reducescatter;          /* coll_reduce.c */
+extern const perf_coll_t perf_allreduce, perf_reducescatter;            /* coll_reduce.c */
 extern const perf_coll_t perf_allgather, perf_broadcast, perf_alltoall; /* coll_move.c */
 
 /* args.c: parses argv into *a; returns 0, 1 after printing help, or -1 after printing an error. */

@@ -63,7 +63,8 @@ typedef enum {
   HVDS_ADASUM = 2,
   HVDS_MIN = 3,
   HVDS_MAX = 4,
-  HVDS_PRODUCT = 5
+  HVDS_PRODUCT = 5,
+  HVDS_REDUCE_OP_MAX_ = 0x7fffffff /* keeps internal values (ops/reduce.h) inside the enum's range */
 } hvds_reduce_op_t;
 
 /* A tensor view: the caller owns the memory. Shape is copied at enqueue. device -1 is the CPU. */

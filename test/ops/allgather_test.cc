@@ -8,7 +8,9 @@
 
 namespace {
 
-unsigned char pattern(int rank, size_t i) { return static_cast<unsigned char>(rank * 31 + i * 7 + 1); }
+unsigned char pattern(int rank, size_t i) {
+  return static_cast<unsigned char>(rank * 31 + i * 7 + 1);
+}
 
 void check_allgather(int nranks, const std::vector<size_t>& bytes, size_t chunk) {
   size_t total = 0;

@@ -15,7 +15,7 @@ typedef hvds_result_t (*allreduce_fn)(hvds_p2p_t*, void*, size_t, hvds_dtype_t, 
                                       const hvds_coll_opts_t*);
 
 allreduce_fn algo_fn(hvds_algo_t a) {
-  return a == HVDS_ALGO_RING ? hvds__allreduce_ring
+  return a == HVDS_ALGO_RING  ? hvds__allreduce_ring
          : a == HVDS_ALGO_RHD ? hvds__allreduce_rhd
                               : hvds__allreduce;
 }
@@ -73,12 +73,12 @@ TEST_P(AllreduceTest, EveryDtypeAndOpMatchesReference) {
   check_allreduce(algo, nranks, count_of(kind, nranks), chunk, all_dtypes(), true);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Small, AllreduceTest,
-    ::testing::Combine(::testing::Values(HVDS_ALGO_RING, HVDS_ALGO_RHD, HVDS_ALGO_AUTO),
-                       ::testing::Range(1, 9), ::testing::Range(0, 4),
-                       ::testing::Values(size_t{0}, size_t{36})),
-    param_name);
+INSTANTIATE_TEST_SUITE_P(Small, AllreduceTest,
+                         ::testing::Combine(::testing::Values(HVDS_ALGO_RING, HVDS_ALGO_RHD,
+                                                              HVDS_ALGO_AUTO),
+                                            ::testing::Range(1, 9), ::testing::Range(0, 4),
+                                            ::testing::Values(size_t{0}, size_t{36})),
+                         param_name);
 
 // 1 << 20 elements: a few combinations, default and 64 KiB segments.
 TEST(AllreduceLarge, RingAndRhdOneMiElements) {

@@ -8,7 +8,9 @@
 
 namespace {
 
-unsigned char val(int from, int to, size_t i) { return static_cast<unsigned char>(from * 41 + to * 17 + i); }
+unsigned char val(int from, int to, size_t i) {
+  return static_cast<unsigned char>(from * 41 + to * 17 + i);
+}
 
 void check_alltoall(int n, unsigned seed, size_t max_bytes) {
   // sizes[s][d]: bytes rank s sends to rank d; some zero.

@@ -25,9 +25,9 @@ void check_gather(int n, const std::vector<size_t>& bytes, bool root_in_place) {
         send = nullptr;
       }
       hvds_coll_opts_t o = {static_cast<uint64_t>(root), HVDS_ALGO_AUTO, 0, 0};
-      ASSERT_EQ(hvds__gatherv(p, send, p->rank == root ? out.data() : nullptr, bytes.data(), root,
-                              &o),
-                HVDS_SUCCESS)
+      ASSERT_EQ(
+          hvds__gatherv(p, send, p->rank == root ? out.data() : nullptr, bytes.data(), root, &o),
+          HVDS_SUCCESS)
           << p->error;
       if (p->rank != root) continue;
       for (int r = 0; r < n; r++)

@@ -29,9 +29,9 @@ struct hvds_p2p_req {
   uint64_t tag = 0;
   void* buf = nullptr;
   size_t bytes = 0;
-  bool done = false;               // recv: a message was handed over (guarded by the mailbox)
-  std::unique_ptr<Msg> msg;        // recv: the matched message
-  hvds_result_t rc = HVDS_SUCCESS; // send: failure to report at wait
+  bool done = false;                // recv: a message was handed over (guarded by the mailbox)
+  std::unique_ptr<Msg> msg;         // recv: the matched message
+  hvds_result_t rc = HVDS_SUCCESS;  // send: failure to report at wait
 };
 
 namespace {
@@ -71,8 +71,7 @@ namespace {
 Comm* comm_of(hvds_p2p_t* p) { return static_cast<Comm*>(p->impl); }
 
 // Records a failure in p (and, if sticky, in the communicator) and returns rc.
-hvds_result_t fail(hvds_p2p_t* p, hvds_result_t rc, int peer, const std::string& msg,
-                   bool sticky) {
+hvds_result_t fail(hvds_p2p_t* p, hvds_result_t rc, int peer, const std::string& msg, bool sticky) {
   snprintf(p->error, sizeof p->error, "%s", msg.c_str());
   p->failed_peer = peer;
   Comm* c = comm_of(p);
@@ -112,7 +111,8 @@ hvds_result_t ip_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, u
   auto m = std::make_unique<Msg>();
   m->src = p->rank;
   m->tag = tag;
-  if (bytes > 0) m->data.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
+  if (bytes > 0)
+    m->data.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
   Mailbox& box = *w->boxes[peer];
   std::lock_guard<std::mutex> lock(box.mu);
   for (auto it = box.posted.begin(); it != box.posted.end(); ++it) {
@@ -187,12 +187,12 @@ hvds_result_t wait_recv(hvds_p2p_t* p, hvds_p2p_req* r, int timeout_ms) {
   lock.unlock();
   if (c->failed != HVDS_SUCCESS) return fail(p, c->failed, c->failed_peer, c->failed_msg, false);
   if (w->dead[p->rank])
-    return fail(p, HVDS_SYSTEM_ERROR, -1, "inproc: rank " + std::to_string(p->rank) +
-                " was aborted", true);
+    return fail(p, HVDS_SYSTEM_ERROR, -1,
+                "inproc: rank " + std::to_string(p->rank) + " was aborted", true);
   if (w->dead[r->peer]) return fail(p, HVDS_REMOTE_ERROR, r->peer, died(r->peer), true);
   return fail(p, HVDS_TIMEOUT, r->peer,
-              "inproc: timed out after " + std::to_string(timeout_ms) +
-                  " ms waiting for rank " + std::to_string(r->peer),
+              "inproc: timed out after " + std::to_string(timeout_ms) + " ms waiting for rank " +
+                  std::to_string(r->peer),
               true);
 }
 
@@ -215,9 +215,7 @@ const hvds_p2p_ops_t inproc_ops = {1, "inproc", ip_isend, ip_irecv, ip_wait, ip_
 
 }  // namespace
 
-std::shared_ptr<InprocWorld> inproc_world(int size) {
-  return std::make_shared<InprocWorld>(size);
-}
+std::shared_ptr<InprocWorld> inproc_world(int size) { return std::make_shared<InprocWorld>(size); }
 
 hvds_p2p_t* inproc_comm(const std::shared_ptr<InprocWorld>& world, int rank, int timeout_ms) {
   auto* p = new hvds_p2p_t{};

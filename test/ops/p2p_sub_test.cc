@@ -75,7 +75,8 @@ TEST(P2pSub, BadArguments) {
     EXPECT_EQ(hvds__p2p_sub_create(p, dup, 2, 1, &v), HVDS_INVALID_ARGUMENT);
     EXPECT_EQ(v, nullptr);
     EXPECT_EQ(hvds__p2p_sub_create(p, out_of_range, 2, 1, &v), HVDS_INVALID_ARGUMENT);
-    EXPECT_EQ(hvds__p2p_sub_create(p, ok, 3, 0, &v), HVDS_INVALID_ARGUMENT) << "space 0 is the parent's";
+    EXPECT_EQ(hvds__p2p_sub_create(p, ok, 3, 0, &v), HVDS_INVALID_ARGUMENT)
+        << "space 0 is the parent's";
     EXPECT_EQ(hvds__p2p_sub_create(p, ok, 0, 1, &v), HVDS_INVALID_ARGUMENT);
     ASSERT_EQ(hvds__p2p_sub_create(p, ok, 3, 1, &v), HVDS_SUCCESS);
     hvds_p2p_req_t* req;
@@ -88,19 +89,22 @@ TEST(P2pSub, BadArguments) {
 
 TEST(P2pSub, FailureIsTranslatedToViewRanks) {
   auto world = inproc_world(4);
-  inproc_spawn(world, [&](hvds_p2p_t* p) {
-    const int ranks[] = {3, 1};
-    hvds_p2p_t* v = nullptr;
-    ASSERT_EQ(hvds__p2p_sub_create(p, ranks, 2, 5, &v), HVDS_SUCCESS);
-    if (v == nullptr) return;
-    if (p->rank == 3) {
-      hvds__p2p_abort(v);  // aborting the view aborts the parent: rank 3 dies
-    } else {
-      char c;
-      EXPECT_EQ(hvds__p2p_recv(v, 0, &c, 1, 0), HVDS_REMOTE_ERROR);
-      EXPECT_EQ(v->failed_peer, 0) << "view rank of parent rank 3";
-      EXPECT_NE(std::string(v->error).find("rank 3"), std::string::npos) << v->error;
-    }
-    hvds__p2p_destroy(v);
-  }, 20000);
+  inproc_spawn(
+      world,
+      [&](hvds_p2p_t* p) {
+        const int ranks[] = {3, 1};
+        hvds_p2p_t* v = nullptr;
+        ASSERT_EQ(hvds__p2p_sub_create(p, ranks, 2, 5, &v), HVDS_SUCCESS);
+        if (v == nullptr) return;
+        if (p->rank == 3) {
+          hvds__p2p_abort(v);  // aborting the view aborts the parent: rank 3 dies
+        } else {
+          char c;
+          EXPECT_EQ(hvds__p2p_recv(v, 0, &c, 1, 0), HVDS_REMOTE_ERROR);
+          EXPECT_EQ(v->failed_peer, 0) << "view rank of parent rank 3";
+          EXPECT_NE(std::string(v->error).find("rank 3"), std::string::npos) << v->error;
+        }
+        hvds__p2p_destroy(v);
+      },
+      20000);
 }

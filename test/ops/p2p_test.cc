@@ -35,12 +35,14 @@ TEST(P2p, SameTagMatchesInPostingOrder) {
   inproc_spawn(2, [](hvds_p2p_t* p) {
     int v[3] = {10, 20, 30};
     if (p->rank == 0) {
-      for (int i = 0; i < 3; i++) ASSERT_EQ(hvds__p2p_send(p, 1, &v[i], sizeof(int), 4), HVDS_SUCCESS);
+      for (int i = 0; i < 3; i++)
+        ASSERT_EQ(hvds__p2p_send(p, 1, &v[i], sizeof(int), 4), HVDS_SUCCESS);
       return;
     }
     int got[3] = {};
     hvds_p2p_req_t* reqs[3];
-    for (int i = 0; i < 3; i++) ASSERT_EQ(hvds__p2p_irecv(p, 0, &got[i], sizeof(int), 4, &reqs[i]), HVDS_SUCCESS);
+    for (int i = 0; i < 3; i++)
+      ASSERT_EQ(hvds__p2p_irecv(p, 0, &got[i], sizeof(int), 4, &reqs[i]), HVDS_SUCCESS);
     ASSERT_EQ(hvds__p2p_wait_all(p, reqs, 3), HVDS_SUCCESS);
     EXPECT_EQ(got[0], 10);
     EXPECT_EQ(got[1], 20);
@@ -64,14 +66,18 @@ TEST(P2p, SegmentedExchangeReducesInPlace) {
 
 TEST(P2p, TimeoutIsReportedAndSticky) {
   auto world = inproc_world(2);
-  inproc_spawn(world, [](hvds_p2p_t* p) {
-    if (p->rank == 1) return;  // never sends
-    char c;
-    EXPECT_EQ(hvds__p2p_recv(p, 1, &c, 1, 0), HVDS_TIMEOUT);
-    EXPECT_EQ(p->failed_peer, 1);
-    EXPECT_TRUE(mentions(p, "timed out")) << p->error;
-    EXPECT_EQ(hvds__p2p_send(p, 1, &c, 1, 0), HVDS_TIMEOUT) << "a timed-out communicator stays failed";
-  }, 200);
+  inproc_spawn(
+      world,
+      [](hvds_p2p_t* p) {
+        if (p->rank == 1) return;  // never sends
+        char c;
+        EXPECT_EQ(hvds__p2p_recv(p, 1, &c, 1, 0), HVDS_TIMEOUT);
+        EXPECT_EQ(p->failed_peer, 1);
+        EXPECT_TRUE(mentions(p, "timed out")) << p->error;
+        EXPECT_EQ(hvds__p2p_send(p, 1, &c, 1, 0), HVDS_TIMEOUT)
+            << "a timed-out communicator stays failed";
+      },
+      200);
 }
 
 TEST(P2p, SizeMismatchFails) {
@@ -96,18 +102,21 @@ TEST_P(DeadRankTest, PeersFailNamingTheDeadRank) {
   std::vector<int> failed_peer(n, -1);
   std::vector<std::string> msg(n);
   auto world = inproc_world(n);
-  inproc_spawn(world, [&](hvds_p2p_t* p) {
-    if (p->rank == dead) {
-      hvds__p2p_abort(p);  // "dies": connections closed
-      return;
-    }
-    std::vector<float> v(1001, 1.0f);
-    hvds_coll_opts_t o = {0, GetParam(), 64, 0};
-    rc[p->rank] = hvds__allreduce(p, v.data(), v.size(), HVDS_FLOAT32, HVDS_SUM, &o);
-    failed_peer[p->rank] = p->failed_peer;
-    msg[p->rank] = p->error;
-    if (rc[p->rank] != HVDS_SUCCESS) hvds__p2p_abort(p);
-  }, 20000);
+  inproc_spawn(
+      world,
+      [&](hvds_p2p_t* p) {
+        if (p->rank == dead) {
+          hvds__p2p_abort(p);  // "dies": connections closed
+          return;
+        }
+        std::vector<float> v(1001, 1.0f);
+        hvds_coll_opts_t o = {0, GetParam(), 64, 0};
+        rc[p->rank] = hvds__allreduce(p, v.data(), v.size(), HVDS_FLOAT32, HVDS_SUM, &o);
+        failed_peer[p->rank] = p->failed_peer;
+        msg[p->rank] = p->error;
+        if (rc[p->rank] != HVDS_SUCCESS) hvds__p2p_abort(p);
+      },
+      20000);
   for (int r = 0; r < n; r++) {
     if (r == dead) continue;
     EXPECT_NE(rc[r], HVDS_SUCCESS) << "rank " << r;
@@ -126,14 +135,17 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, DeadRankTest,
 TEST(P2pFault, BroadcastAndGatherFailToo) {
   auto world = inproc_world(4);
   std::vector<hvds_result_t> rc(4, HVDS_SUCCESS);
-  inproc_spawn(world, [&](hvds_p2p_t* p) {
-    if (p->rank == 0) {  // the root dies
-      hvds__p2p_abort(p);
-      return;
-    }
-    std::vector<char> buf(5000);
-    rc[p->rank] = hvds__broadcast(p, buf.data(), buf.size(), 0, nullptr);
-    if (rc[p->rank] != HVDS_SUCCESS) hvds__p2p_abort(p);
-  }, 20000);
+  inproc_spawn(
+      world,
+      [&](hvds_p2p_t* p) {
+        if (p->rank == 0) {  // the root dies
+          hvds__p2p_abort(p);
+          return;
+        }
+        std::vector<char> buf(5000);
+        rc[p->rank] = hvds__broadcast(p, buf.data(), buf.size(), 0, nullptr);
+        if (rc[p->rank] != HVDS_SUCCESS) hvds__p2p_abort(p);
+      },
+      20000);
   for (int r = 1; r < 4; r++) EXPECT_NE(rc[r], HVDS_SUCCESS) << r;
 }

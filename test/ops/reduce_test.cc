@@ -71,10 +71,10 @@ TEST(HalfConversion, EveryHalfDecodesAndRoundTrips) {
 
 TEST(HalfConversion, RoundsToNearestEven) {
   // Edges: largest half, the tie that overflows, subnormal ties, min normal.
-  const float cases[] = {65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e10f, 0x1p-24f, 0x1p-25f,
-                         0x1.8p-24f, 0x1.8p-25f, 0x1p-26f, 0x1.ff8p-15f, 0x1p-14f, 0x1.0018p0f,
-                         0x1.0008p0f, 0x1.0010p0f, 1.0f / 3, 2049.0f, 2051.0f, -2051.0f, 0.0f,
-                         -0.0f, 1e-30f, INFINITY, -INFINITY};
+  const float cases[] = {65504.0f,    65519.99f,   65520.0f,    65536.0f, 1e10f,        0x1p-24f,
+                         0x1p-25f,    0x1.8p-24f,  0x1.8p-25f,  0x1p-26f, 0x1.ff8p-15f, 0x1p-14f,
+                         0x1.0018p0f, 0x1.0008p0f, 0x1.0010p0f, 1.0f / 3, 2049.0f,      2051.0f,
+                         -2051.0f,    0.0f,        -0.0f,       1e-30f,   INFINITY,     -INFINITY};
   for (float f : cases) expect_half_matches(f);
   std::mt19937 rng(1);
   for (int i = 0; i < 200000; i++) {
@@ -87,9 +87,20 @@ TEST(HalfConversion, RoundsToNearestEven) {
 }
 
 TEST(Bf16Conversion, RoundsToNearestEven) {
-  const float cases[] = {1.0f, 0x1.01p0f, 0x1.03p0f, 0x1.008p0f, 0x1.018p0f, 3.3895e38f,
-                         std::numeric_limits<float>::max(), 1e-40f, 0x1p-149f, -0x1.008p-130f,
-                         0.0f, -0.0f, INFINITY, -INFINITY};
+  const float cases[] = {1.0f,
+                         0x1.01p0f,
+                         0x1.03p0f,
+                         0x1.008p0f,
+                         0x1.018p0f,
+                         3.3895e38f,
+                         std::numeric_limits<float>::max(),
+                         1e-40f,
+                         0x1p-149f,
+                         -0x1.008p-130f,
+                         0.0f,
+                         -0.0f,
+                         INFINITY,
+                         -INFINITY};
   for (float f : cases) expect_bf16_matches(f);
   std::mt19937 rng(2);
   for (int i = 0; i < 200000; i++) {
@@ -132,19 +143,26 @@ TEST_P(ReduceKernel, MatchesSerialReference) {
         int64_t sx = static_cast<int64_t>(x), sy = static_cast<int64_t>(y);
         if (t == HVDS_INT64) sx = static_cast<int64_t>(ux), sy = static_cast<int64_t>(uy);
         uint64_t r;
-        if (op == HVDS_SUM || op == HVDS_AVERAGE) r = ux + uy;
-        else if (op == HVDS_PRODUCT) r = ux * uy;
-        else if (op == HVDS_MIN) r = static_cast<uint64_t>(std::min(sx, sy));
-        else if (op == HVDS_MAX) r = static_cast<uint64_t>(std::max(sx, sy));
-        else if (op == kBand) r = ux & uy;
-        else r = ux | uy;
+        if (op == HVDS_SUM || op == HVDS_AVERAGE)
+          r = ux + uy;
+        else if (op == HVDS_PRODUCT)
+          r = ux * uy;
+        else if (op == HVDS_MIN)
+          r = static_cast<uint64_t>(std::min(sx, sy));
+        else if (op == HVDS_MAX)
+          r = static_cast<uint64_t>(std::max(sx, sy));
+        else if (op == kBand)
+          r = ux & uy;
+        else
+          r = ux | uy;
         memcpy(want.data() + i * es, &r, es);
       } else if (t == HVDS_FLOAT32 || t == HVDS_FLOAT16 || t == HVDS_BFLOAT16) {
         // Combined in float32 and rounded once to the storage type.
         float fx = static_cast<float>(x), fy = static_cast<float>(y);
-        float r = op == HVDS_PRODUCT                          ? fx * fy
-                  : (op == HVDS_SUM || op == HVDS_AVERAGE) ? fx + fy
-                                                            : static_cast<float>(combine(t, op, fx, fy));
+        float r = op == HVDS_PRODUCT ? fx * fy
+                  : (op == HVDS_SUM || op == HVDS_AVERAGE)
+                      ? fx + fy
+                      : static_cast<float>(combine(t, op, fx, fy));
         set(t, want.data(), i, r);
       } else {
         set(t, want.data(), i, combine(t, op, x, y));  // float64 and bool
@@ -155,7 +173,8 @@ TEST_P(ReduceKernel, MatchesSerialReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, ReduceKernel, ::testing::Range(0, static_cast<int>(HVDS_DTYPE_COUNT)),
+INSTANTIATE_TEST_SUITE_P(AllDtypes, ReduceKernel,
+                         ::testing::Range(0, static_cast<int>(HVDS_DTYPE_COUNT)),
                          [](const auto& info) {
                            return std::string(dtype_str(static_cast<hvds_dtype_t>(info.param)));
                          });

@@ -25,7 +25,8 @@ void check_reducescatter(int nranks, const std::vector<size_t>& counts, size_t c
         std::vector<char> buf = make_input(t, op, nranks, p->rank, total);
         std::vector<char> want = make_expected(t, op, nranks, total);
         hvds_coll_opts_t o = {tag++, HVDS_ALGO_AUTO, chunk, 0};
-        ASSERT_EQ(hvds__reducescatter(p, buf.data(), counts.data(), t, op_arg(op), &o), HVDS_SUCCESS)
+        ASSERT_EQ(hvds__reducescatter(p, buf.data(), counts.data(), t, op_arg(op), &o),
+                  HVDS_SUCCESS)
             << p->error;
         std::vector<char> mine(buf.begin() + off * es, buf.begin() + (off + counts[p->rank]) * es);
         std::vector<char> exp(want.begin() + off * es, want.begin() + (off + counts[p->rank]) * es);

@@ -25,40 +25,71 @@ inline bool is_unsigned(hvds_dtype_t t) {
 inline double get(hvds_dtype_t t, const void* buf, size_t i) {
   const char* b = static_cast<const char*>(buf);
   switch (t) {
-    case HVDS_UINT8: return reinterpret_cast<const uint8_t*>(b)[i];
-    case HVDS_INT8: return reinterpret_cast<const int8_t*>(b)[i];
-    case HVDS_UINT16: return reinterpret_cast<const uint16_t*>(b)[i];
-    case HVDS_INT16: return reinterpret_cast<const int16_t*>(b)[i];
-    case HVDS_INT32: return reinterpret_cast<const int32_t*>(b)[i];
-    case HVDS_INT64: return static_cast<double>(reinterpret_cast<const int64_t*>(b)[i]);
-    case HVDS_FLOAT16: return hvds__half_to_float(reinterpret_cast<const uint16_t*>(b)[i]);
-    case HVDS_FLOAT32: return reinterpret_cast<const float*>(b)[i];
-    case HVDS_FLOAT64: return reinterpret_cast<const double*>(b)[i];
-    case HVDS_BOOL: return reinterpret_cast<const uint8_t*>(b)[i];
-    case HVDS_BFLOAT16: return hvds__bf16_to_float(reinterpret_cast<const uint16_t*>(b)[i]);
-    default: return 0;
+    case HVDS_UINT8:
+      return reinterpret_cast<const uint8_t*>(b)[i];
+    case HVDS_INT8:
+      return reinterpret_cast<const int8_t*>(b)[i];
+    case HVDS_UINT16:
+      return reinterpret_cast<const uint16_t*>(b)[i];
+    case HVDS_INT16:
+      return reinterpret_cast<const int16_t*>(b)[i];
+    case HVDS_INT32:
+      return reinterpret_cast<const int32_t*>(b)[i];
+    case HVDS_INT64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(b)[i]);
+    case HVDS_FLOAT16:
+      return hvds__half_to_float(reinterpret_cast<const uint16_t*>(b)[i]);
+    case HVDS_FLOAT32:
+      return reinterpret_cast<const float*>(b)[i];
+    case HVDS_FLOAT64:
+      return reinterpret_cast<const double*>(b)[i];
+    case HVDS_BOOL:
+      return reinterpret_cast<const uint8_t*>(b)[i];
+    case HVDS_BFLOAT16:
+      return hvds__bf16_to_float(reinterpret_cast<const uint16_t*>(b)[i]);
+    default:
+      return 0;
   }
 }
 
 inline void set(hvds_dtype_t t, void* buf, size_t i, double v) {
   char* b = static_cast<char*>(buf);
   switch (t) {
-    case HVDS_UINT8: reinterpret_cast<uint8_t*>(b)[i] = static_cast<uint8_t>(v); break;
-    case HVDS_INT8: reinterpret_cast<int8_t*>(b)[i] = static_cast<int8_t>(v); break;
-    case HVDS_UINT16: reinterpret_cast<uint16_t*>(b)[i] = static_cast<uint16_t>(v); break;
-    case HVDS_INT16: reinterpret_cast<int16_t*>(b)[i] = static_cast<int16_t>(v); break;
-    case HVDS_INT32: reinterpret_cast<int32_t*>(b)[i] = static_cast<int32_t>(v); break;
-    case HVDS_INT64: reinterpret_cast<int64_t*>(b)[i] = static_cast<int64_t>(v); break;
+    case HVDS_UINT8:
+      reinterpret_cast<uint8_t*>(b)[i] = static_cast<uint8_t>(v);
+      break;
+    case HVDS_INT8:
+      reinterpret_cast<int8_t*>(b)[i] = static_cast<int8_t>(v);
+      break;
+    case HVDS_UINT16:
+      reinterpret_cast<uint16_t*>(b)[i] = static_cast<uint16_t>(v);
+      break;
+    case HVDS_INT16:
+      reinterpret_cast<int16_t*>(b)[i] = static_cast<int16_t>(v);
+      break;
+    case HVDS_INT32:
+      reinterpret_cast<int32_t*>(b)[i] = static_cast<int32_t>(v);
+      break;
+    case HVDS_INT64:
+      reinterpret_cast<int64_t*>(b)[i] = static_cast<int64_t>(v);
+      break;
     case HVDS_FLOAT16:
       reinterpret_cast<uint16_t*>(b)[i] = hvds__float_to_half(static_cast<float>(v));
       break;
-    case HVDS_FLOAT32: reinterpret_cast<float*>(b)[i] = static_cast<float>(v); break;
-    case HVDS_FLOAT64: reinterpret_cast<double*>(b)[i] = v; break;
-    case HVDS_BOOL: reinterpret_cast<uint8_t*>(b)[i] = v != 0; break;
+    case HVDS_FLOAT32:
+      reinterpret_cast<float*>(b)[i] = static_cast<float>(v);
+      break;
+    case HVDS_FLOAT64:
+      reinterpret_cast<double*>(b)[i] = v;
+      break;
+    case HVDS_BOOL:
+      reinterpret_cast<uint8_t*>(b)[i] = v != 0;
+      break;
     case HVDS_BFLOAT16:
       reinterpret_cast<uint16_t*>(b)[i] = hvds__float_to_bf16(static_cast<float>(v));
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -106,27 +137,29 @@ inline double combine(hvds_dtype_t t, int op, double a, double b) {
     return is_or ? (x || y) : (x && y);
   }
   switch (op) {
-    case HVDS_MIN: return std::min(a, b);
-    case HVDS_MAX: return std::max(a, b);
-    case HVDS_PRODUCT: return a * b;
+    case HVDS_MIN:
+      return std::min(a, b);
+    case HVDS_MAX:
+      return std::max(a, b);
+    case HVDS_PRODUCT:
+      return a * b;
     case kBand:
       return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
     case kBor:
       return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
-    default: return a + b;
+    default:
+      return a + b;
   }
 }
 
 // Fills buf with rank r's input and returns the expected reduction over nranks ranks.
-inline std::vector<char> make_input(hvds_dtype_t t, int op, int nranks, int r,
-                                    size_t count) {
+inline std::vector<char> make_input(hvds_dtype_t t, int op, int nranks, int r, size_t count) {
   std::vector<char> buf(count * hvds__dtype_bytes(t));
   for (size_t i = 0; i < count; i++) set(t, buf.data(), i, input(t, op, nranks, r, i));
   return buf;
 }
 
-inline std::vector<char> make_expected(hvds_dtype_t t, int op, int nranks,
-                                       size_t count) {
+inline std::vector<char> make_expected(hvds_dtype_t t, int op, int nranks, size_t count) {
   std::vector<char> buf(count * hvds__dtype_bytes(t));
   for (size_t i = 0; i < count; i++) {
     double acc = input(t, op, nranks, 0, i);
@@ -145,7 +178,7 @@ inline long first_diff(const std::vector<char>& a, const std::vector<char>& b, s
 }
 
 inline const char* dtype_str(hvds_dtype_t t) {
-  static const char* names[] = {"uint8",  "int8",    "uint16",  "int16", "int32",   "int64",
+  static const char* names[] = {"uint8",   "int8",    "uint16",  "int16", "int32",   "int64",
                                 "float16", "float32", "float64", "bool",  "bfloat16"};
   return static_cast<unsigned>(t) < HVDS_DTYPE_COUNT ? names[t] : "?";
 }

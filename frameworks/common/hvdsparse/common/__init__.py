@@ -1,0 +1,1 @@
+"""Framework-independent pieces: the ctypes loader, basics, process sets, exceptions."""

@@ -1,0 +1,114 @@
+"""Model and optimizer state helpers: broadcast_parameters, broadcast_optimizer_state,
+broadcast_object, allgather_object."""
+import io
+
+import cloudpickle
+import torch
+
+from hvdsparse.torch import mpi_ops
+from hvdsparse.torch.mpi_ops import global_process_set
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Broadcasts parameters in place from root_rank (a global rank).
+
+    params: a state_dict / dict of name -> tensor (sent in sorted order), or a list of tensors
+    or of (name, tensor) pairs such as model.named_parameters()."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif isinstance(params, list) or hasattr(params, "__iter__"):
+        items = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError("invalid params of type: %s" % type(params))
+    handles = []
+    for name, p in items:
+        if not isinstance(p, torch.Tensor):
+            continue
+        target = p.data if isinstance(p, torch.nn.Parameter) else p
+        handles.append(mpi_ops.broadcast_async_(target, root_rank, name, process_set))
+    for h in handles:
+        mpi_ops.synchronize(h)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Sends a picklable object (cloudpickle) from root_rank to every rank of the set."""
+    name = name or type(obj).__name__
+    if mpi_ops.rank() == root_rank:
+        buf = io.BytesIO()
+        cloudpickle.dump(obj, buf)
+        data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+        size = torch.tensor([data.numel()], dtype=torch.int64)
+        mpi_ops.broadcast_(size, root_rank, name + ".sz", process_set)
+    else:
+        size = torch.tensor([0], dtype=torch.int64)
+        mpi_ops.broadcast_(size, root_rank, name + ".sz", process_set)
+        data = torch.empty(int(size.item()), dtype=torch.uint8)
+    mpi_ops.broadcast_(data, root_rank, name + ".t", process_set)
+    if mpi_ops.rank() == root_rank:
+        return obj
+    return cloudpickle.loads(data.numpy().tobytes())
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Gathers a picklable object from every rank of the set; returns a list in rank order."""
+    name = name or type(obj).__name__
+    data = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
+    sizes = mpi_ops.synchronize(mpi_ops.allgather_async(
+        torch.tensor([data.numel()], dtype=torch.int64), name + ".sz", process_set)).tolist()
+    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(data, name + ".t", process_set))
+    out, offset = [], 0
+    for n in sizes:
+        out.append(cloudpickle.loads(gathered[offset:offset + n].numpy().tobytes()))
+        offset += n
+    return out
+
+
+def _ensure_state(optimizer):
+    """Creates the optimizer's state with one zero-gradient step, leaving parameters as they
+    were (a weight-decay term would otherwise move them)."""
+    saved, made_grads = [], []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not p.requires_grad or p in optimizer.state and optimizer.state[p]:
+                continue
+            saved.append((p, p.data.clone()))
+            if p.grad is None:
+                p.grad = torch.zeros_like(p.data)
+                made_grads.append(p)
+    if not saved:
+        return
+    if hasattr(optimizer, "skip_synchronize"):
+        with optimizer.skip_synchronize():
+            optimizer.step()
+    else:
+        optimizer.step()
+    for p, data in saved:
+        p.data.copy_(data)
+    for p in made_grads:
+        p.grad = None
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
+    """Broadcasts an optimizer's state (tensors in place, options and scalars by object) from
+    root_rank. Optimizers without state get it from one zero-gradient step first."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    _ensure_state(optimizer)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    handles, scalars = [], {}
+    for index, p in enumerate(params):
+        for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
+            if torch.is_tensor(value):
+                handles.append(mpi_ops.broadcast_async_(
+                    value, root_rank, "optimizer.state.%d.%s" % (index, key), process_set))
+            else:
+                scalars[(index, key)] = value
+    options = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    for h in handles:
+        mpi_ops.synchronize(h)
+    options, scalars = broadcast_object((options, scalars), root_rank,
+                                        "optimizer.options", process_set)
+    for group, opts in zip(optimizer.param_groups, options):
+        group.update(opts)
+    for (index, key), value in scalars.items():
+        optimizer.state[params[index]][key] = value

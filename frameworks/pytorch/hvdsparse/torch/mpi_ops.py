@@ -1,0 +1,811 @@
+"""Collectives on torch tensors over libhvdsparse (ctypes), with Horovod's torch API.
+
+Handles are the runtime's integer handles. _handle_map keeps each operation's tensors alive until
+synchronize(). CPU tensors go to the runtime zero-copy through data_ptr(); outputs whose shape is
+known only after negotiation (allgather, alltoall, reducescatter) are torch tensors created by an
+allocation callback that the runtime calls on its coordinator thread.
+"""
+import ctypes
+import itertools
+import threading
+import warnings
+
+import torch
+
+from hvdsparse.common import _lib, basics, util
+from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
+                                     stop_timeline, size, local_size, cross_size, rank,
+                                     local_rank, cross_rank, is_homogeneous,
+                                     mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled,
+                                     gloo_built, nccl_built, ddl_built, ccl_built, cuda_built,
+                                     rocm_built)
+from hvdsparse.common.exceptions import HorovodInternalError
+from hvdsparse.common.ops import Average, Sum, Adasum, Min, Max, Product, check_op  # noqa: F401
+from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # noqa: F401
+                                           add_process_set, remove_process_set)
+
+# ---- dtypes ----------------------------------------------------------------------------------
+_TO_C = {torch.uint8: _lib.UINT8, torch.int8: _lib.INT8, torch.int16: _lib.INT16,
+         torch.int32: _lib.INT32, torch.int64: _lib.INT64, torch.float16: _lib.FLOAT16,
+         torch.float32: _lib.FLOAT32, torch.float64: _lib.FLOAT64, torch.bool: _lib.BOOL,
+         torch.bfloat16: _lib.BFLOAT16}
+if hasattr(torch, "uint16"):
+    _TO_C[torch.uint16] = _lib.UINT16
+_FROM_C = {v: k for k, v in _TO_C.items()}
+
+
+def _check_tensor(tensor):
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("Expected a torch.Tensor, got %s." % type(tensor).__name__)
+    if tensor.device.type != "cpu":
+        raise NotImplementedError(
+            "hvdsparse: tensor on %s: GPU tensors need the NCCL backend, which this build of "
+            "hvdsparse does not run (nccl_built() == %d). Move the tensor to the CPU."
+            % (tensor.device, basics.nccl_built()))
+    if tensor.dtype not in _TO_C:
+        raise ValueError("Tensor type %s is not supported." % tensor.type())
+    if tensor.is_sparse:
+        raise ValueError("Sparse tensors are not supported here; use sparse_allreduce_async.")
+    if tensor.dim() > _lib.MAX_DIMS:
+        raise ValueError("Tensors of more than %d dimensions are not supported." % _lib.MAX_DIMS)
+
+
+def _view(tensor):
+    """hvds_tensor_t over a contiguous CPU tensor."""
+    v = _lib.Tensor()
+    v.data = tensor.data_ptr() or None
+    v.dtype = _TO_C[tensor.dtype]
+    v.device = -1
+    v.ndim = tensor.dim()
+    for i, d in enumerate(tensor.shape):
+        v.shape[i] = d
+    return v
+
+
+def _require_init():
+    if not _lib.lib().hvds_is_initialized():
+        raise ValueError(basics.NOT_INITIALIZED)
+
+
+def _set_id(process_set):
+    if process_set.process_set_id is None:
+        raise ValueError("Process set has not been registered: call hvd.add_process_set() "
+                         "first.")
+    return process_set.process_set_id
+
+
+# ---- handles ---------------------------------------------------------------------------------
+class _Pending:
+    """One operation in flight: what keeps its memory alive and how to build its result."""
+    __slots__ = ("keep", "finish", "alloc_key")
+
+    def __init__(self, keep, finish, alloc_key=None):
+        self.keep = keep
+        self.finish = finish
+        self.alloc_key = alloc_key
+
+
+_handle_map = {}
+_map_lock = threading.Lock()
+
+# Outputs created by the allocation callback: alloc key -> {data_ptr: tensor}.
+_alloc_store = {}
+_alloc_keys = itertools.count(1)
+_ZERO = ctypes.create_string_buffer(8)  # non-NULL address handed out for empty outputs
+
+
+def _alloc_cb(ctx, dtype, ndim, shape, nbytes):
+    try:
+        dims = [shape[i] for i in range(ndim)]
+        t = torch.empty(dims, dtype=_FROM_C[dtype])
+        if nbytes == 0 or t.numel() == 0:
+            return ctypes.addressof(_ZERO)
+        store = _alloc_store.get(ctx)
+        if store is None:
+            return None
+        ptr = t.data_ptr()
+        store[ptr] = t
+        return ptr
+    except Exception:  # a Python exception must not cross into C: fail the operation instead
+        return None
+
+
+_ALLOC = _lib.ALLOC_FN(_alloc_cb)
+
+
+def _new_alloc(opts):
+    key = next(_alloc_keys)
+    _alloc_store[key] = {}
+    opts.alloc = _ALLOC
+    opts.alloc_ctx = key
+    return key
+
+
+def _output(handle, i, alloc_key):
+    """Output i of a finished handle as a torch tensor (the callback's, else a copy)."""
+    t = _lib.Tensor()
+    basics.check(_lib.lib().hvds_handle_output(handle, i, ctypes.byref(t)), "output")
+    dims = [t.shape[d] for d in range(t.ndim)]
+    dtype = _FROM_C[t.dtype]
+    store = _alloc_store.get(alloc_key, {})
+    if t.data in store:
+        return store.pop(t.data)
+    out = torch.empty(dims, dtype=dtype)
+    nbytes = out.numel() * out.element_size()
+    if nbytes and t.data and t.data != ctypes.addressof(_ZERO):
+        ctypes.memmove(out.data_ptr(), t.data, nbytes)
+    return out
+
+
+def _register(handle, keep, finish, alloc_key=None):
+    with _map_lock:
+        _handle_map[handle] = _Pending(keep, finish, alloc_key)
+    return handle
+
+
+def _enqueue(fn, *args, what):
+    """Runs an hvds_*_async call; raises ValueError & co. at enqueue as Horovod does."""
+    h = ctypes.c_int64(0)
+    rc = fn(*args, ctypes.byref(h))
+    if rc != _lib.SUCCESS:
+        msg = _lib.last_error() or _lib.result_str(rc)
+        raise basics.error_for(rc, msg)
+    return h.value
+
+
+def _reset(event):
+    with _map_lock:
+        _handle_map.clear()
+    _alloc_store.clear()
+    util.reset_counters()
+
+
+basics.register_reset_hook(_reset)
+
+
+def _wait(handle):
+    """Waits in slices so that Ctrl-C still works; returns the operation's status."""
+    lib = _lib.lib()
+    while True:
+        rc = lib.hvds_wait(handle, 1000)
+        if rc != _lib.TIMEOUT:
+            return rc
+        if lib.hvds_poll(handle) == 1:
+            return lib.hvds_wait(handle, 0)
+
+
+def _poll_one(handle):
+    if handle not in _handle_map:
+        return True
+    return _lib.lib().hvds_poll(handle) != 0
+
+
+def _synchronize_one(handle):
+    with _map_lock:
+        pending = _handle_map.pop(handle, None)
+    if pending is None:
+        return None
+    lib = _lib.lib()
+    try:
+        rc = _wait(handle)
+        if rc != _lib.SUCCESS:
+            msg = _lib.handle_error(handle) or _lib.result_str(rc)
+            if rc == _lib.INVALID_ARGUMENT:
+                raise ValueError(msg)
+            raise HorovodInternalError(msg)
+        return pending.finish(handle)
+    finally:
+        lib.hvds_release(handle)
+        if pending.alloc_key is not None:
+            _alloc_store.pop(pending.alloc_key, None)
+
+
+def _resolve_op(average, op):
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
+                      "v1.0", DeprecationWarning)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    return check_op(op)
+
+
+# ---- allreduce -------------------------------------------------------------------------------
+def _contiguous_pair(tensor, output):
+    """(input buffer, output buffer, copy-back) for an allreduce into output."""
+    src = tensor if tensor.is_contiguous() else tensor.contiguous()
+    if output is tensor:
+        return src, src, (None if src is tensor else tensor)
+    dst = output if output.is_contiguous() else torch.empty_like(output,
+                                                                 memory_format=torch.contiguous_format)
+    return src, dst, (None if dst is output else output)
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    _require_init()
+    _check_tensor(tensor)
+    src, dst, copy_back = _contiguous_pair(tensor, output)
+    opts = _lib.op_options(util.op_name("allreduce", name), _set_id(process_set), op,
+                           prescale_factor, postscale_factor)
+    vin, vout = _view(src), _view(dst)
+    h = _enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
+                 ctypes.byref(opts), what="allreduce")
+
+    def finish(_h):
+        if copy_back is not None:
+            copy_back.copy_(dst)
+            return copy_back
+        return dst
+    return _register(h, (tensor, output, src, dst), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an out-of-place allreduce; returns a handle for poll() and synchronize()."""
+    op = _resolve_op(average, op)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
+                            process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce; returns a handle."""
+    op = _resolve_op(average, op)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
+                            process_set)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """Allreduce whose gradient is the allreduce of the gradient with the same op and scales."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = (op, prescale_factor,
+                                                                postscale_factor, process_set)
+        return synchronize(allreduce_async(tensor, name=name, op=op,
+                                           prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor,
+                                           process_set=process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=ctx.op, prescale_factor=ctx.prescale,
+                         postscale_factor=ctx.postscale, process_set=ctx.process_set)
+        return grad, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """Allreduce (differentiable), out of place. op defaults to Average.
+
+    compression: Compression.none, fp16 or bf16 (applied on the wire, undone on the result)."""
+    from hvdsparse.torch.compression import Compression
+    compression = compression or Compression.none
+    op = _resolve_op(average, op)
+    compressed, cctx = compression.compress(tensor)
+    summed = HorovodAllreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
+                                    process_set)
+    return compression.decompress(summed, cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """In-place allreduce; returns tensor."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+# ---- grouped allreduce -----------------------------------------------------------------------
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
+                             process_set):
+    _require_init()
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_allreduce needs at least one tensor.")
+    if len({t.device for t in tensors}) > 1:
+        raise ValueError("Tensors in list must be on same device.")
+    pairs = []
+    for t, o in zip(tensors, outputs):
+        _check_tensor(t)
+        pairs.append(_contiguous_pair(t, o))
+    n = len(pairs)
+    vin = (_lib.Tensor * n)(*[_view(p[0]) for p in pairs])
+    vout = (_lib.Tensor * n)(*[_view(p[1]) for p in pairs])
+    opts = _lib.op_options(util.op_name("grouped_allreduce", name), _set_id(process_set), op,
+                           prescale_factor, postscale_factor)
+    h = _enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout, ctypes.byref(opts),
+                 what="grouped_allreduce")
+
+    def finish(_h):
+        result = []
+        for _src, dst, copy_back in pairs:
+            if copy_back is not None:
+                copy_back.copy_(dst)
+                result.append(copy_back)
+            else:
+                result.append(dst)
+        return result
+    return _register(h, (tensors, outputs, pairs), finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    op = _resolve_op(average, op)
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
+                                    postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    op = _resolve_op(average, op)
+    tensors = list(tensors)
+    return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
+                                    postscale_factor, process_set)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.op, ctx.prescale, ctx.postscale, ctx.process_set = (op, prescale_factor,
+                                                                postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(
+            tensors, name=name, op=op, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, process_set=process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=ctx.op, prescale_factor=ctx.prescale,
+                                  postscale_factor=ctx.postscale, process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Allreduce of a list of tensors negotiated as one group (differentiable)."""
+    from hvdsparse.torch.compression import Compression
+    compression = compression or Compression.none
+    op = _resolve_op(average, op)
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
+    summed = HorovodGroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
+                                           process_set, *compressed)
+    return [compression.decompress(t, c) for t, c in zip(summed, ctxs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- allgather -------------------------------------------------------------------------------
+def _gather_like(kind, c_fn, tensor, name, process_set, splits=None):
+    """Shared enqueue for ops with one runtime-shaped output (allgather, alltoall)."""
+    _require_init()
+    _check_tensor(tensor)
+    src = tensor.contiguous()
+    opts = _lib.op_options(util.op_name(kind, name), _set_id(process_set))
+    key = _new_alloc(opts)
+    keep = [tensor, src, opts]
+    if splits is not None:
+        arr = (ctypes.c_int32 * max(1, len(splits)))(*splits)
+        opts.splits = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
+        opts.nsplits = len(splits)
+        keep.append(arr)
+    v = _view(src)
+    try:
+        h = _enqueue(c_fn, ctypes.byref(v), ctypes.byref(opts), what=kind)
+    except BaseException:
+        _alloc_store.pop(key, None)
+        raise
+    return h, key, keep
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather along dimension 0 (sizes may differ per rank); returns a handle."""
+    h, key, keep = _gather_like("allgather", _lib.lib().hvds_allgather_async, tensor, name,
+                                process_set)
+    return _register(h, keep, lambda hh: _output(hh, 0, key), key)
+
+
+class HorovodAllgather(torch.autograd.Function):
+    """Allgather; the gradient is this rank's slice of the averaged gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.dim = tensor.shape[0] if tensor.dim() else 1
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int32), process_set=ctx.process_set)
+        offset = int(dims[:ctx.process_set.rank()].sum().item())
+        return grad.narrow(0, offset, ctx.dim), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along dimension 0 (differentiable)."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Allgather of several tensors; one handle whose result is a list.
+
+    The runtime's C API has no grouped allgather, so this issues one allgather per tensor
+    (named "<name>_<i>of<n>") and completes them together."""
+    tensors = list(tensors)
+    base = util.op_name("grouped_allgather", name)
+    n = len(tensors)
+    handles = [allgather_async(t, name="%s_%dof%d" % (base, i + 1, n), process_set=process_set)
+               for i, t in enumerate(tensors)]
+    return _Group(handles)
+
+
+class _Group:
+    """A handle over several handles (grouped allgather and the sparse path)."""
+
+    def __init__(self, handles, combine=None):
+        self.handles = handles
+        self.combine = combine
+
+
+def _sync_group(group):
+    results, error = [], None
+    for h in group.handles:
+        try:
+            results.append(_synchronize_one(h))
+        except Exception as e:  # finish the others so that nothing stays in flight
+            error = error or e
+    if error is not None:
+        raise error
+    return group.combine(results) if group.combine else results
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.dims = [t.shape[0] for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(tensors, name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
+        dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64),
+                         process_set=ctx.process_set)
+        r = ctx.process_set.rank()
+        out = []
+        for i, g in enumerate(grads):
+            offset = int(dims[:r, i].sum().item())
+            out.append(g.narrow(0, offset, ctx.dims[i]))
+        return (None, None) + tuple(out)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+
+
+# ---- broadcast -------------------------------------------------------------------------------
+def _root_index(root_rank, process_set):
+    """Horovod's root_rank is a global rank; the C API wants the rank within the set."""
+    if process_set.process_set_id == 0:
+        return int(root_rank)
+    ranks = process_set.ranks
+    if root_rank not in ranks:
+        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set))
+    return ranks.index(root_rank)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts an in-place broadcast from root_rank (a global rank); returns a handle."""
+    _require_init()
+    _check_tensor(tensor)
+    buf = tensor if tensor.is_contiguous() else tensor.contiguous()
+    opts = _lib.op_options(util.op_name("broadcast", name), _set_id(process_set),
+                           root_rank=_root_index(root_rank, process_set))
+    v = _view(buf)
+    h = _enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts),
+                 what="broadcast")
+
+    def finish(_h):
+        if buf is not tensor:
+            tensor.copy_(buf)
+        return tensor
+    return _register(h, (tensor, buf), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts an out-of-place broadcast; synchronize() returns a new tensor."""
+    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return broadcast_async_(output, root_rank, name, process_set)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    """Broadcast; the gradient is the summed gradient on the root and zero elsewhere."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's tensor on every rank (differentiable); the input is not modified."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """In-place broadcast; returns tensor."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- alltoall --------------------------------------------------------------------------------
+def _check_splits(tensor, splits, process_set):
+    n = process_set.size()
+    dim0 = tensor.shape[0] if tensor.dim() else 0
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor of at least one dimension.")
+    if splits is None:
+        if dim0 % n != 0:
+            raise ValueError("tensor(s) first dimension %d is not divisible by the number of "
+                             "ranks %d: pass splits" % (dim0, n))
+        return None
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype not in (torch.int32, torch.int64):
+            raise ValueError("splits must be a tensor of type int32 (or int64), not %s"
+                             % splits.dtype)
+        splits = splits.cpu().tolist()
+    splits = [int(s) for s in splits]
+    if len(splits) != n:
+        raise ValueError("splits has %d entries but the process set has %d ranks"
+                         % (len(splits), n))
+    if any(s < 0 for s in splits):
+        raise ValueError("splits must be non-negative: %s" % splits)
+    if sum(splits) != dim0:
+        raise ValueError("Sum of splits entries %d does not match the first dimension %d of "
+                         "the tensor" % (sum(splits), dim0))
+    return splits
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall: splits[i] rows go to rank i of the set (equal parts when None).
+    synchronize() returns (output, received_splits)."""
+    _require_init()
+    _check_tensor(tensor)
+    s = _check_splits(tensor, splits, process_set)
+    h, key, keep = _gather_like("alltoall", _lib.lib().hvds_alltoall_async, tensor, name,
+                                process_set, s)
+
+    def finish(hh):
+        out = _output(hh, 0, key)
+        ptr = ctypes.POINTER(ctypes.c_int32)()
+        n = _lib.lib().hvds_handle_splits(hh, ctypes.byref(ptr))
+        received = torch.tensor([ptr[i] for i in range(max(n, 0))], dtype=torch.int32)
+        return out, received
+    return _register(h, keep, finish, key)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """Alltoall; the gradient travels back with the received splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        ctx.process_set = process_set
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_received):
+        grad, _ = alltoall(grad_output, splits=ctx.received, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Scatters slices of tensor to every rank and gathers theirs (differentiable).
+
+    Returns output, or (output, received_splits) when splits is given."""
+    out, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
+    return out if splits is None else (out, received)
+
+
+# ---- reducescatter ---------------------------------------------------------------------------
+def _check_reducescatter(tensor, op):
+    if tensor.dim() == 0:
+        raise ValueError("Reducescatter does not support scalar (rank-zero) tensors.")
+    if op not in (Sum, Average, Min, Max, Product):
+        check_op(op)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reduce-scatter along dimension 0: rank i keeps rows
+    [i * n / size, ...) (the first dim0 % size ranks get one extra row)."""
+    _require_init()
+    _check_tensor(tensor)
+    op = check_op(op)
+    _check_reducescatter(tensor, op)
+    src = tensor.contiguous()
+    opts = _lib.op_options(util.op_name("reducescatter", name), _set_id(process_set), op,
+                           prescale_factor, postscale_factor)
+    key = _new_alloc(opts)
+    v = _view(src)
+    try:
+        h = _enqueue(_lib.lib().hvds_reducescatter_async, ctypes.byref(v), ctypes.byref(opts),
+                     what="reducescatter")
+    except BaseException:
+        _alloc_store.pop(key, None)
+        raise
+    return _register(h, (tensor, src, opts), lambda hh: _output(hh, 0, key), key)
+
+
+def _reducescatter_grad(grad, op, prescale, postscale, process_set):
+    g = allgather(grad, process_set=process_set)
+    scale = prescale * postscale * (process_set.size() if op == Sum else 1)
+    return g * scale if scale != 1 else g
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.prescale, ctx.postscale = prescale_factor, postscale_factor
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = _reducescatter_grad(grad_output, ctx.op, ctx.prescale, ctx.postscale,
+                                   ctx.process_set)
+        return grad, None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces across ranks and scatters along dimension 0 (differentiable)."""
+    from hvdsparse.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed, cctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                                     postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    _require_init()
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped_reducescatter needs at least one tensor.")
+    op = check_op(op)
+    srcs = []
+    for t in tensors:
+        _check_tensor(t)
+        _check_reducescatter(t, op)
+        srcs.append(t.contiguous())
+    n = len(srcs)
+    vin = (_lib.Tensor * n)(*[_view(s) for s in srcs])
+    opts = _lib.op_options(util.op_name("grouped_reducescatter", name), _set_id(process_set), op,
+                           prescale_factor, postscale_factor)
+    key = _new_alloc(opts)
+    try:
+        h = _enqueue(_lib.lib().hvds_grouped_reducescatter_async, n, vin, ctypes.byref(opts),
+                     what="grouped_reducescatter")
+    except BaseException:
+        _alloc_store.pop(key, None)
+        raise
+    return _register(h, (tensors, srcs, opts),
+                     lambda hh: [_output(hh, i, key) for i in range(n)], key)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.op, ctx.process_set = op, process_set
+        ctx.prescale, ctx.postscale = prescale_factor, postscale_factor
+        return tuple(synchronize(grouped_reducescatter_async(
+            tensors, name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = [_reducescatter_grad(g, ctx.op, ctx.prescale, ctx.postscale, ctx.process_set)
+                 for g in grad_outputs]
+        return (None, None, None, None, None) + tuple(grads)
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    from hvdsparse.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                             postscale_factor, *compressed)
+    return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]
+
+
+# ---- sparse allreduce (allgather of indices and values, as Horovod) --------------------------
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts a sparse allreduce of a torch sparse COO tensor by allgathering its indices and
+    values, as Horovod does. Returns a callable that waits and gives the reduced sparse tensor
+    (duplicates are summed by torch when it is coalesced; Average divides by the set size)."""
+    if op not in (Sum, Average):
+        raise NotImplementedError("sparse allreduce supports Sum and Average only")
+    # Allgather concatenates along dimension 0: gather [nnz, sparse_dims] and transpose back.
+    indices = tensor._indices().t().contiguous()
+    values = tensor._values().contiguous()
+    base = util.op_name("sparse_allreduce", name)
+    hi = allgather_async(indices, name="%s.indices" % base, process_set=process_set)
+    hv = allgather_async(values, name="%s.values" % base, process_set=process_set)
+    shape = tensor.shape
+
+    def handle():
+        vals = synchronize(hv)
+        idx = synchronize(hi)
+        if op == Average:
+            vals = vals / process_set.size()
+        return torch.sparse_coo_tensor(idx.t(), vals, shape)
+    return handle
+
+
+# ---- join, barrier ---------------------------------------------------------------------------
+def join(device=-1):
+    """This rank has no more batches: contributes zeros to the others' allreduces until every
+    rank joined. Returns the last rank that joined (the same on every rank)."""
+    _require_init()
+    if device not in (-1, None) and device != "cpu":
+        raise NotImplementedError("hvdsparse: join(device=%r): GPU devices need the NCCL "
+                                  "backend" % (device,))
+    h = _enqueue(_lib.lib().hvds_join_async, what="join")
+    lib = _lib.lib()
+    try:
+        rc = _wait(h)
+        if rc != _lib.SUCCESS:
+            raise HorovodInternalError(_lib.handle_error(h) or _lib.result_str(rc))
+        return int(lib.hvds_handle_join_rank(h))
+    finally:
+        lib.hvds_release(h)
+
+
+def barrier(process_set=global_process_set):
+    """Blocks until every rank of the set reached the barrier."""
+    _require_init()
+    h = _enqueue(_lib.lib().hvds_barrier_async, _set_id(process_set), what="barrier")
+    lib = _lib.lib()
+    try:
+        rc = _wait(h)
+        if rc != _lib.SUCCESS:
+            raise HorovodInternalError(_lib.handle_error(h) or _lib.result_str(rc))
+    finally:
+        lib.hvds_release(h)
+
+
+def synchronize(handle):
+    """Waits for the operation behind handle and returns its output.
+
+    Raises HorovodInternalError (a RuntimeError) when the operation failed: ranks disagreed, a
+    peer died, or the runtime shut down."""
+    if isinstance(handle, _Group):
+        return _sync_group(handle)
+    return _synchronize_one(handle)
+
+
+def poll(handle):
+    """True when the operation is done (synchronize() will not block)."""
+    if isinstance(handle, _Group):
+        return all(_poll_one(h) for h in handle.handles)
+    return _poll_one(handle)

@@ -1,0 +1,290 @@
+"""DistributedOptimizer: averages gradients across ranks while backward() is still running.
+
+Each parameter gets a hook that fires after its gradient is accumulated; after
+backward_passes_per_step passes the hook starts an asynchronous in-place allreduce of the
+gradient (or, with groups, one grouped allreduce once every member of the group is ready).
+step() waits for all of them (synchronize()) and then runs the wrapped optimizer's step.
+"""
+import os
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from hvdsparse.torch import mpi_ops
+from hvdsparse.torch.compression import Compression
+from hvdsparse.torch.mpi_ops import Adasum, Average, global_process_set
+
+_OVERFLOW = ("Gradients were computed more than backward_passes_per_step times before call to "
+             "step(). Increase backward_passes_per_step to accumulate gradients locally.")
+_ZERO_GRAD = ("optimizer.zero_grad() was called after loss.backward() but before "
+              "optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause a "
+              "race condition.")
+_STEP_AFTER_SYNC = ("optimizer.step() called without optimizer.skip_synchronize() context after "
+                    "optimizer.synchronize(). This can cause training slowdown. You may want to "
+                    "consider using optimizer.skip_synchronize() context if you use "
+                    "optimizer.synchronize() in your code.")
+
+
+def _split(items, n):
+    """n nearly equal consecutive chunks of items."""
+    k, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + k + (1 if i < extra else 0)
+        if end > start:
+            out.append(items[start:end])
+        start = end
+    return out
+
+
+class _DistributedMixin:
+    """Placed in front of the wrapped optimizer's class in a class made for each instance."""
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+        super().__init__(params)
+        self._compression = compression
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
+                                for i, g in enumerate(self.param_groups)
+                                for j, p in enumerate(g["params"])]
+        if any(not isinstance(item, tuple) for item in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        names = [name for name, _ in named_parameters]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError("Parameter names in named_parameters must be unique. Found "
+                             "duplicates: %s" % ", ".join(dups))
+        named_ids = {id(p) for _, p in named_parameters}
+        unnamed = [id(p) for p in all_params if id(p) not in named_ids]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             "were not named. Python object ids: %s"
+                             % ", ".join(str(i) for i in unnamed))
+        self._parameter_names = {p: name for name, p in sorted(named_parameters,
+                                                                key=lambda kv: kv[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._handles = {}          # param or group tuple -> (handle, compression contexts)
+        self._hook_handles = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._p_to_group = {}
+        self._group_ready = {}      # group tuple -> params whose gradient is ready
+        self._setup_groups(groups, all_params)
+        if mpi_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1":
+            self._register_hooks()
+
+    # ---- setup ----
+    def _setup_groups(self, groups, all_params):
+        if groups is None:
+            return
+        if isinstance(groups, int):
+            ordered = [p for p in all_params if p.requires_grad]
+            chunks = _split(ordered, groups)
+        else:
+            chunks = [list(g) for g in groups]
+        for index, chunk in enumerate(chunks):
+            group = tuple(chunk)
+            for p in group:
+                self._p_to_group[p] = (index, group)
+            self._group_ready[group] = set()
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if not p.requires_grad:
+                    continue
+                self._requires_update.add(p)
+                if hasattr(p, "register_post_accumulate_grad_hook"):
+                    self._hook_handles.append(p.register_post_accumulate_grad_hook(self._hook))
+                else:  # torch < 2.1: hook the gradient accumulator node
+                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    self._hook_handles.append(acc.register_hook(self._legacy_hook(p)))
+                    self._hook_handles.append(acc)  # keep the node alive
+
+    def _legacy_hook(self, p):
+        def hook(*ignore):
+            self._hook(p)
+        return hook
+
+    # ---- the hook ----
+    def _hook(self, p):
+        if self._allreduce_delay[p] <= 0:
+            raise AssertionError(_OVERFLOW)
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] > 0:
+            self._handles.setdefault(p, (None, None))
+            return
+        if p in self._p_to_group:
+            _, group = self._p_to_group[p]
+            ready = self._group_ready[group]
+            ready.add(p)
+            self._handles[p] = (None, None)
+            if len(ready) == len(group):
+                self._launch_group(group)
+        else:
+            self._handles[p] = self._allreduce_grad_async(p)
+
+    # ---- launching allreduces ----
+    def _scales(self):
+        if self.op == Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _prepare_grad(self, p):
+        if p.grad is None:
+            p.grad = torch.zeros_like(p.data)
+        if p.grad.is_sparse and self.sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        return p.grad
+
+    def _allreduce_grad_async(self, p):
+        grad = self._prepare_grad(p)
+        name = self._parameter_names.get(p)
+        if grad.is_sparse:
+            if self.op not in (Average, mpi_ops.Sum):
+                raise NotImplementedError("sparse gradients support op Average or Sum only")
+            return mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set), "sparse"
+        compressed, ctx = self._compression.compress(grad)
+        pre, post = self._scales()
+        handle = mpi_ops.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
+                                          postscale_factor=post, process_set=self.process_set)
+        return handle, (compressed, ctx)
+
+    def _launch_group(self, group):
+        index, _ = self._p_to_group[group[0]]
+        grads = [self._prepare_grad(p) for p in group]
+        if any(g.is_sparse for g in grads):
+            raise ValueError("groups cannot hold parameters with sparse gradients; use "
+                             "sparse_as_dense=True")
+        compressed = [self._compression.compress(g) for g in grads]
+        pre, post = self._scales()
+        handle = mpi_ops.grouped_allreduce_async_(
+            [c for c, _ in compressed], name="optimizer.group.%d" % index, op=self.op,
+            prescale_factor=pre, postscale_factor=post, process_set=self.process_set)
+        for p in group:
+            self._handles.pop(p, None)
+        self._handles[group] = (handle, compressed)
+        self._group_ready[group] = set()
+
+    # ---- public API ----
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce, starting those that have not started (unused
+        parameters contribute zeros), and writes the averaged gradients into p.grad."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        launched = set()
+        for key, (handle, _) in self._handles.items():
+            if handle is not None:
+                launched.update(key if isinstance(key, tuple) else (key,))
+        pending_groups = []
+        for p in sorted(self._requires_update - launched, key=lambda q: self._parameter_names[q]):
+            if p in self._p_to_group:
+                group = self._p_to_group[p][1]
+                if group not in pending_groups:
+                    pending_groups.append(group)
+            else:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for group in pending_groups:
+            self._launch_group(group)
+        for key, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                continue
+            self._finish(key, handle, ctx)
+        self._handles.clear()
+        for group in self._group_ready:
+            self._group_ready[group] = set()
+        self._synchronized = True
+
+    def _finish(self, key, handle, ctx):
+        if ctx == "sparse":
+            key.grad = handle()
+            self._allreduce_delay[key] = self.backward_passes_per_step
+            return
+        outputs = mpi_ops.synchronize(handle)
+        params = key if isinstance(key, tuple) else (key,)
+        contexts = ctx if isinstance(key, tuple) else [ctx]
+        if not isinstance(outputs, list):
+            outputs = [outputs]
+        for p, out, (compressed, cctx) in zip(params, outputs, contexts):
+            self._allreduce_delay[p] = self.backward_passes_per_step
+            result = self._compression.decompress(out, cctx)
+            if result is not p.grad:
+                p.grad.copy_(result)
+
+    @contextmanager
+    def skip_synchronize(self):
+        """step() inside this context does not synchronize (after an explicit synchronize())."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn(_STEP_AFTER_SYNC)
+            self.synchronize()
+        self._synchronized = False
+        return super().step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if any(handle is not None for handle, _ in self._handles.values()):
+            raise AssertionError(_ZERO_GRAD)
+        return super().zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps a torch optimizer so that step() uses gradients averaged over every rank.
+
+    named_parameters: model.named_parameters(), to name each allreduce. compression: on the
+    wire (Compression.none / fp16 / bf16). backward_passes_per_step: local accumulation before
+    each allreduce. op: Average (default) or Sum; Adasum is not supported.
+    gradient_predivide_factor: Average splits into prescale 1/f and postscale f. groups: an int
+    (that many grouped allreduces) or a list of lists of parameters. sparse_as_dense: allreduce
+    sparse gradients as dense tensors (otherwise they are allgathered)."""
+    if op == Adasum:
+        raise NotImplementedError("Adasum is not supported by hvdsparse; use op=hvd.Average.")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
+                      "in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if groups is not None:
+        if isinstance(groups, int):
+            if groups <= 0:
+                raise ValueError("groups must be a positive integer or a list of lists of "
+                                 "torch.nn.Parameter")
+        elif not (isinstance(groups, list) and
+                  all(isinstance(g, list) and all(isinstance(p, torch.Tensor) for p in g)
+                      for g in groups)):
+            raise ValueError("groups must be a positive integer or a list of lists of "
+                             "torch.nn.Parameter")
+        if isinstance(groups, int) and groups == 0:
+            groups = None
+    cls = type(optimizer.__class__.__name__, (_DistributedMixin, optimizer.__class__), {})
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

@@ -1,0 +1,81 @@
+"""Init, shutdown, queries, built features, process sets at init."""
+import os
+
+import pytest
+import torch
+
+import hvdsparse.torch as hvd
+
+
+def test_rank_size_match_launcher():
+    assert hvd.rank() == int(os.environ["HOROVOD_RANK"])
+    assert hvd.size() == int(os.environ["HOROVOD_SIZE"])
+    assert hvd.local_rank() == int(os.environ["HOROVOD_LOCAL_RANK"])
+    assert hvd.local_size() == int(os.environ["HOROVOD_LOCAL_SIZE"])
+    assert hvd.cross_rank() == int(os.environ["HOROVOD_CROSS_RANK"])
+    assert hvd.cross_size() == int(os.environ["HOROVOD_CROSS_SIZE"])
+    assert hvd.is_homogeneous() in (True, False)
+    assert hvd.is_initialized()
+
+
+def test_built_queries():
+    assert hvd.gloo_built() and hvd.gloo_enabled()
+    assert not hvd.mpi_built() and not hvd.mpi_enabled()
+    assert not hvd.ccl_built() and not hvd.ddl_built() and not hvd.rocm_built()
+    assert isinstance(hvd.nccl_built(), int)
+    assert hvd.cuda_built() in (True, False)
+    with pytest.raises(ValueError):
+        hvd.mpi_threads_supported()
+
+
+def test_ops_constants():
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce(torch.ones(3), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="supersedes"):
+        hvd.allreduce(torch.ones(3), average=True, op=hvd.Sum)
+
+
+def test_shutdown_reinit_and_use_before_init():
+    hvd.barrier()
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    hvd.shutdown()  # twice is fine
+    with pytest.raises(ValueError, match="has not been initialized"):
+        hvd.rank()
+    with pytest.raises(ValueError, match="has not been initialized"):
+        hvd.allreduce(torch.ones(2))
+    for _ in range(2):
+        hvd.init()
+        t = hvd.allreduce(torch.ones(4) * hvd.rank(), op=hvd.Sum, name="reinit")
+        assert t.tolist() == [sum(range(hvd.size()))] * 4
+        hvd.barrier()
+        hvd.shutdown()
+    hvd.init()
+    assert hvd.is_initialized()
+
+
+def test_static_process_sets_at_init():
+    size = hvd.size()
+    hvd.barrier()
+    hvd.shutdown()
+    evens = hvd.ProcessSet(range(0, size, 2))
+    odds = hvd.ProcessSet(range(1, size, 2))
+    hvd.init(process_sets=[evens, odds])
+    try:
+        assert evens.process_set_id == 1 and odds.process_set_id == 2
+        mine = evens if hvd.rank() % 2 == 0 else odds
+        other = odds if mine is evens else evens
+        assert mine.included() and not other.included()
+        assert mine.size() == len(mine.ranks)
+        assert mine.rank() == mine.ranks.index(hvd.rank())
+        out = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum, process_set=mine)
+        assert out.item() == sum(mine.ranks)
+        with pytest.raises(ValueError):
+            hvd.allreduce(torch.ones(1), process_set=other)
+        assert hvd.global_process_set.ranks == list(range(size))
+    finally:
+        hvd.barrier()
+        hvd.shutdown()
+        hvd.init()
+    assert evens.process_set_id is None
