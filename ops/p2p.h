@@ -40,6 +40,14 @@ typedef struct hvds_p2p_ops {
   void (*abort)(hvds_p2p_t* p);
   /* Frees the communicator, p itself included; pending requests must have been waited for. */
   void (*destroy)(hvds_p2p_t* p);
+  /* Optional (NULL when not supported): a doorbell that lets idle ranks sleep without a
+   * heartbeat. bell_wait blocks until a peer rang with an epoch >= epoch (older rings are
+   * stale and ignored), or bell_interrupt is called from any thread (HVDS_IN_PROGRESS), or the
+   * communicator fails. bell_ring rings every peer with epoch; it blocks only until the rings
+   * are delivered. */
+  hvds_result_t (*bell_wait)(hvds_p2p_t* p, uint64_t epoch);
+  hvds_result_t (*bell_ring)(hvds_p2p_t* p, uint64_t epoch);
+  void (*bell_interrupt)(hvds_p2p_t* p);
 } hvds_p2p_ops_t;
 
 struct hvds_p2p {

@@ -84,7 +84,7 @@ static void sub_abort(hvds_p2p_t* p) {
 static void sub_destroy(hvds_p2p_t* p) { free(p); }  // impl lives in the same block
 
 static const hvds_p2p_ops_t sub_ops = {1,        "sub",     sub_isend,  sub_irecv,
-                                       sub_wait, sub_abort, sub_destroy};
+                                       sub_wait, sub_abort, sub_destroy, NULL, NULL, NULL};
 
 /* Returns this rank's index in ranks, -1 if absent, -2 if ranks is malformed. */
 static int find_self(const hvds_p2p_t* parent, const int* ranks, int n) {

@@ -96,6 +96,9 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.fatal[0] = '\0';
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
+  rt.idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
+  rt.idle_cycles = 0;
+  rt.world_epoch = 0;
   rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
   hvds_result_t rc = hvds__bootstrap();
   if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
@@ -131,7 +134,7 @@ hvds_result_t hvds_shutdown(void) {
   }
   pthread_mutex_lock(&rt.qmu);
   atomic_store(&rt.shutdown_requested, 1);
-  pthread_cond_signal(&rt.qcv);
+  hvds__coord_wake_locked();
   pthread_mutex_unlock(&rt.qmu);
   pthread_join(rt.thread, NULL);
   atomic_store(&rt.initialized, 0);
@@ -188,8 +191,7 @@ hvds_result_t hvds_start_timeline(const char* path, int mark_cycles) {
   rt.timeline_request_marks = mark_cycles;
   rt.mark_cycles = mark_cycles;
   rt.timeline_pending = 1;
-  rt.wake = 1;
-  pthread_cond_signal(&rt.qcv);
+  hvds__coord_wake_locked();
   pthread_mutex_unlock(&rt.qmu);
   return HVDS_SUCCESS;
 }
@@ -201,8 +203,7 @@ hvds_result_t hvds_stop_timeline(void) {
   free(rt.timeline_request);
   rt.timeline_request = NULL;
   rt.timeline_pending = 1;
-  rt.wake = 1;
-  pthread_cond_signal(&rt.qcv);
+  hvds__coord_wake_locked();
   pthread_mutex_unlock(&rt.qmu);
   return HVDS_SUCCESS;
 }

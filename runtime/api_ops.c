@@ -124,8 +124,7 @@ static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle)
     if (s->q_tail) s->q_tail->next = e; else s->q_head = e;
     s->q_tail = e;
   }
-  rt.wake = 1;
-  if (rt.coord_sleeping) pthread_cond_signal(&rt.qcv); /* one wake-up per batch, not per tensor */
+  hvds__coord_wake_locked(); /* signals only a sleeping coordinator: one wake-up per batch */
   pthread_mutex_unlock(&rt.qmu);
   *handle = h->id;
   return HVDS_SUCCESS;

@@ -32,7 +32,7 @@ static hvds_result_t self_wait(hvds_p2p_t* p, hvds_p2p_req_t* req, int timeout_m
 static void self_abort(hvds_p2p_t* p) {}
 static void self_destroy(hvds_p2p_t* p) { free(p); }
 static const hvds_p2p_ops_t self_ops = {1, "self", self_xfer, self_recv, self_wait, self_abort,
-                                        self_destroy};
+                                        self_destroy, NULL, NULL, NULL};
 
 static hvds_p2p_t* self_create(void) {
   hvds_p2p_t* p = calloc(1, sizeof(*p));

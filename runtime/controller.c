@@ -19,6 +19,7 @@
 #define FLAG_NO_SHUTDOWN 1ull
 #define FLAG_NO_UNCACHED 2ull
 #define FLAG_NO_INVALID 4ull
+#define FLAG_NO_PENDING 8ull /* this rank has nothing queued or waiting */
 
 static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_request_t* r) {
   memset(r, 0, sizeof(*r));
@@ -60,6 +61,21 @@ static void pop_queue(hvds_pset_t* s) {
     hvds__name_map_put(&s->pending, e->name, e);
     e = next;
   }
+}
+
+/* Whether this rank has anything queued or waiting. For the global set every set counts, so
+ * the global flags tell every rank whether the whole job is idle. */
+static int has_work(const hvds_pset_t* s) {
+  if (s->pending.count || s->joined) return 1;
+  if (s->id != 0) return 0;
+  int any = 0;
+  pthread_mutex_lock(&rt.qmu);
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS && !any; id++) {
+    const hvds_pset_t* o = rt.psets[id];
+    any = o && (o->q_head || o->pending.count || o->joined);
+  }
+  pthread_mutex_unlock(&rt.qmu);
+  return any;
 }
 
 /* Exchanges requests with the set's rank 0 and returns the responses it decided. */
@@ -196,11 +212,12 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
     for (int32_t b = 0; b < s->cache.cap; b++)
       if (hvds__cache_get(&s->cache, b)) v[1 + b / 64] |= 1ull << (b % 64);
   v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
-         (invalid ? 0 : FLAG_NO_INVALID);
+         (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING);
 
   hvds_result_t rc = bit_allreduce(s, v, words, HVDS_REDUCE_BAND);
   if (rc != HVDS_SUCCESS) goto done;
   *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
+  s->busy_anywhere = !(v[0] & FLAG_NO_PENDING);
   if (!(v[0] & FLAG_NO_INVALID)) {
     rc = bit_allreduce(s, inv, words, HVDS_REDUCE_BOR);
     if (rc != HVDS_SUCCESS) goto done;

@@ -19,25 +19,69 @@
 
 #define rt hvds__rt
 
-/* Sleeps until new work arrives, a stop is requested, or the cycle time passes. */
-static void wait_for_work(double cycle_start) {
-  double deadline = cycle_start + rt.cycle_ms / 1000.0;
+void hvds__coord_wake_locked(void) {
+  rt.wake = 1;
+  if (rt.coord_sleeping) pthread_cond_signal(&rt.qcv);
+  if (rt.coord_bell_sleeping && rt.world->ops->bell_interrupt) rt.world->ops->bell_interrupt(rt.world);
+}
+
+static int local_reason_locked(void) { return rt.wake || atomic_load(&rt.shutdown_requested); }
+
+/* Waits on the condition variable until local work, a stop, or the deadline (< 0: none). */
+static void wait_local(double deadline) {
   pthread_mutex_lock(&rt.qmu);
-  while (!rt.wake && !atomic_load(&rt.shutdown_requested)) {
-    double left = deadline - hvds__now();
-    if (left <= 0) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long ns = ts.tv_nsec + (long)(left * 1e9);
-    ts.tv_sec += ns / 1000000000L;
-    ts.tv_nsec = ns % 1000000000L;
+  while (!local_reason_locked()) {
     rt.coord_sleeping = 1;
-    int rc = pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts);
+    int rc = 0;
+    if (deadline < 0) {
+      pthread_cond_wait(&rt.qcv, &rt.qmu);
+    } else {
+      double left = deadline - hvds__now();
+      if (left <= 0) {
+        rt.coord_sleeping = 0;
+        break;
+      }
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      long ns = ts.tv_nsec + (long)(left * 1e9);
+      ts.tv_sec += ns / 1000000000L;
+      ts.tv_nsec = ns % 1000000000L;
+      rc = pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts);
+    }
     rt.coord_sleeping = 0;
     if (rc == ETIMEDOUT) break;
   }
   rt.wake = 0;
   pthread_mutex_unlock(&rt.qmu);
+}
+
+/* Every rank has been idle for a while: sleep on the doorbell instead of beating. Whoever gets
+ * local work first rings every peer, stamped with this cycle's epoch, and all go on together. */
+static void sleep_on_bell(void) {
+  hvds_p2p_t* w = rt.world;
+  pthread_mutex_lock(&rt.qmu);
+  int local = local_reason_locked();
+  rt.coord_bell_sleeping = !local;
+  pthread_mutex_unlock(&rt.qmu);
+  hvds_result_t rc = local ? HVDS_IN_PROGRESS : w->ops->bell_wait(w, rt.world_epoch);
+  pthread_mutex_lock(&rt.qmu);
+  rt.coord_bell_sleeping = 0;
+  local = local_reason_locked();
+  rt.wake = 0;
+  pthread_mutex_unlock(&rt.qmu);
+  if (rc == HVDS_SUCCESS || (rc != HVDS_IN_PROGRESS && !local)) return; /* rung, or failed */
+  if (w->ops->bell_ring(w, rt.world_epoch) != HVDS_SUCCESS)
+    HVDS_DEBUG("doorbell ring failed: %s", w->error); /* the next cycle reports the failure */
+}
+
+/* Between cycles: at once when work is queued, else after the cycle time; once every rank has
+ * been idle for idle_sleep_cycles, no heartbeat at all until work appears somewhere. */
+static void wait_for_work(double cycle_start) {
+  if (rt.idle_sleep_cycles > 0 && rt.idle_cycles >= rt.idle_sleep_cycles) {
+    if (rt.size == 1) return wait_local(-1);
+    if (rt.world->ops->bell_wait && rt.world->ops->bell_ring) return sleep_on_bell();
+  }
+  wait_local(cycle_start + rt.cycle_ms / 1000.0);
 }
 
 /* Applies hvds_start_timeline / hvds_stop_timeline requests on this thread. */
@@ -120,7 +164,7 @@ void hvds__coord_fail_all(hvds_result_t status, const char* message) {
 
 /* One cycle over every set this rank belongs to. Returns 0 to go on, 1 to stop, -1 on failure. */
 static int run_once(void) {
-  int stop = 0;
+  int stop = 0, busy = 0;
   for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
     pthread_mutex_lock(&rt.qmu);
     hvds_pset_t* s = rt.psets[id];
@@ -140,15 +184,23 @@ static int run_once(void) {
       hvds__record_fault(s, rc);
       return -1;
     }
-    if (id == 0 && shutdown) stop = 1;
+    if (id == 0) {
+      stop = shutdown;
+      busy = s->busy_anywhere;
+      rt.world_epoch++;
+    }
   }
+  rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
   return stop;
 }
 
 void* hvds__coord_main(void* arg) {
   (void)arg;
   int result = 0;
+  long cycles = 0;
+  double began = hvds__now();
   while (result == 0) {
+    cycles++;
     double start = hvds__now();
     timeline_requests();
     if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
@@ -156,6 +208,7 @@ void* hvds__coord_main(void* arg) {
     if (result == 0) wait_for_work(start);
   }
   atomic_store(&rt.shut_down, 1);
+  HVDS_INFO("coordinator stopped after %ld cycles in %.1f s", cycles, hvds__now() - began);
   if (result < 0) {
     /* Make the peers fail now rather than at their timeout. */
     hvds__p2p_abort(rt.world);

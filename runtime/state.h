@@ -91,6 +91,7 @@ typedef struct hvds_pset {
   int32_t joined_count;
   int32_t last_joined;
   double last_stall_check;
+  int busy_anywhere;          /* coord: some member had work in the last cycle */
 } hvds_pset_t;
 
 typedef struct hvds_runtime {
@@ -112,6 +113,7 @@ typedef struct hvds_runtime {
   pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
   int wake;                      /* qmu: new work since the coordinator last looked */
   int coord_sleeping;            /* qmu: the coordinator waits on qcv */
+  int coord_bell_sleeping;       /* qmu: the coordinator waits on the world doorbell */
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
   int32_t next_ps_id;            /* coord */
 
@@ -132,11 +134,18 @@ typedef struct hvds_runtime {
   int timeline_pending;          /* qmu: a request is waiting */
 
   double cycle_ms;               /* coord */
+  int idle_sleep_cycles;         /* coord: idle cycles before sleeping on the doorbell; 0 never */
+  int idle_cycles;               /* coord: consecutive cycles in which no rank had work (the same
+                                    count on every rank: it comes from the global set's flags) */
+  uint64_t world_epoch;          /* coord: global cycles run; stamps doorbell rings */
   int64_t fusion_threshold;      /* coord */
   char fatal[1024];              /* coord: why the runtime stopped (root cause first) */
 } hvds_runtime_t;
 
 extern hvds_runtime_t hvds__rt;
+
+/* Wakes the coordinator for local work, a stop or a timeline change. Call with rt.qmu held. */
+void hvds__coord_wake_locked(void);
 
 double hvds__now(void); /* monotonic seconds */
 /* Records the message of a failed API call for hvds_last_error(); returns rc. */

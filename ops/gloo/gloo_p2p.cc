@@ -58,6 +58,7 @@ constexpr Ms kForever = std::chrono::duration_cast<Ms>(std::chrono::hours(100));
 // Slot of the connect handshake; every handshake message is matched before create returns,
 // so a user tag with the same value cannot be confused with it afterwards.
 constexpr uint64_t kHandshakeSlot = ~uint64_t{0};
+constexpr uint64_t kDoorbellSlot = ~uint64_t{0} - 1;
 // Idle request objects kept for reuse.
 constexpr size_t kMaxFreeReqs = 256;
 
@@ -203,6 +204,14 @@ struct GlooComm {
   std::vector<Req*> free_reqs;
 
   std::once_flag closed;      // connections are closed at most once
+
+  /* Doorbell: one 8-byte receive from every peer stays posted on bell_rx (peer i's epoch lands
+   * at slot i), so a ring is delivered at once whatever the receiver is doing. Only the
+   * coordinator thread waits or rings; bell_interrupt may come from any thread. */
+  std::vector<uint64_t> bell_in;
+  uint64_t bell_out = 0;
+  std::unique_ptr<gloo::transport::UnboundBuffer> bell_rx;
+  std::unique_ptr<gloo::transport::UnboundBuffer> bell_tx;
 };
 
 GlooComm* comm_of(hvds_p2p_t* p) { return static_cast<GlooComm*>(p->impl); }
@@ -238,6 +247,7 @@ hvds_result_t fail(hvds_p2p_t* p, hvds_result_t rc, int peer, const std::string&
           r->ubuf->abortWaitRecv();
         }
       }
+      if (c->bell_rx) c->bell_rx->abortWaitRecv();
     }
     rc = c->fail_rc;
   }
@@ -376,6 +386,8 @@ void gloo_destroy(hvds_p2p_t* p) {
     try {
       for (Req* r : c->free_reqs) delete r;
       c->free_reqs.clear();
+      c->bell_rx.reset();  // pairs hold only weak references to posted buffers
+      c->bell_tx.reset();
       c->ctx.reset();     // pairs close their sockets; peers see end-of-file
       c->device.reset();  // joins the epoll thread
     } catch (const std::exception& e) {
@@ -386,9 +398,73 @@ void gloo_destroy(hvds_p2p_t* p) {
   free(p);
 }
 
+hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
+  GlooComm* c = comm_of(p);
+  if (!c->bell_rx) return HVDS_NOT_SUPPORTED;
+  int from = -1;
+  try {
+    SigpipeGuard guard(c->guard_sigpipe);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(c->mu);
+        if (c->failed) return c->fail_rc;
+      }
+      // No timeout: a Gloo timeout would close every pair. Interrupts and failures wake us.
+      if (!c->bell_rx->waitRecv(&from, kForever)) return HVDS_IN_PROGRESS;
+      uint64_t got = c->bell_in[from];
+      c->bell_rx->recv(from, kDoorbellSlot, (size_t)from * 8, 8);  // keep one posted per peer
+      if (got >= epoch) return HVDS_SUCCESS;  // older rings were for cycles already run
+    }
+  } catch (const std::exception& e) {
+    return fail_from(p, from, e, p->timeout_ms);
+  }
+}
+
+hvds_result_t gloo_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
+  GlooComm* c = comm_of(p);
+  if (!c->bell_tx) return HVDS_NOT_SUPPORTED;
+  int peer = -1;
+  try {
+    SigpipeGuard guard(c->guard_sigpipe);
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (c->failed) return c->fail_rc;
+    }
+    c->bell_out = epoch;
+    for (int i = 0; i < p->size; i++)
+      if (i != p->rank) c->bell_tx->send(i, kDoorbellSlot, 0, 8);
+    // Every peer keeps a receive posted for us, so these complete within a round trip.
+    Ms timeout = p->timeout_ms > 0 ? Ms(p->timeout_ms) : kForever;
+    for (int i = 0; i < p->size - 1; i++) {
+      if (!c->bell_tx->waitSend(&peer, timeout)) {
+        std::lock_guard<std::mutex> lock(c->mu);
+        return c->fail_rc;
+      }
+    }
+  } catch (const std::exception& e) {
+    return fail_from(p, peer, e, p->timeout_ms);
+  }
+  return HVDS_SUCCESS;
+}
+
+void gloo_bell_interrupt(hvds_p2p_t* p) {
+  GlooComm* c = comm_of(p);
+  if (c->bell_rx) c->bell_rx->abortWaitRecv();
+}
+
 const hvds_p2p_ops_t kGlooOps = {
     1, "gloo", gloo_isend, gloo_irecv, gloo_wait, gloo_abort, gloo_destroy,
+    gloo_bell_wait, gloo_bell_ring, gloo_bell_interrupt,
 };
+
+/* Posts the doorbell receives once the mesh is up. */
+void bell_setup(GlooComm* c, int rank, int size) {
+  c->bell_in.assign((size_t)size, 0);
+  c->bell_rx = c->ctx->createUnboundBuffer(c->bell_in.data(), (size_t)size * 8);
+  c->bell_tx = c->ctx->createUnboundBuffer(&c->bell_out, 8);
+  for (int i = 0; i < size; i++)
+    if (i != rank) c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 8, 8);
+}
 
 // "ip:port" that rank peer published for its pair with rank, from the rendezvous values.
 std::string peer_address(const KvStore& store, int rank, int size, int peer) {
@@ -452,6 +528,7 @@ void connect_mesh(GlooComm* c, const hvds_kv_t* kv, const char* prefix, int rank
     c->peer_addr.push_back(i == rank ? std::string() : peer_address(store, rank, size, i));
   }
   SigpipeGuard guard(c->guard_sigpipe);
+  bell_setup(c, rank, size);
   handshake(c, rank, size, deadline);
 }
 

@@ -211,7 +211,8 @@ void ip_destroy(hvds_p2p_t* p) {
   delete p;
 }
 
-const hvds_p2p_ops_t inproc_ops = {1, "inproc", ip_isend, ip_irecv, ip_wait, ip_abort, ip_destroy};
+const hvds_p2p_ops_t inproc_ops = {1,       "inproc",   ip_isend, ip_irecv, ip_wait,
+                                   ip_abort, ip_destroy, NULL,     NULL,     NULL};
 
 }  // namespace
 
