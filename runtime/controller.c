@@ -40,6 +40,13 @@ static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_r
   }
 }
 
+/* The request for e and its cache state; *bit is its slot when cached. */
+static hvds_cache_state_t classify(const hvds_pset_t* s, const hvds_entry_t* e, hvds_request_t* r,
+                                   int32_t* bit) {
+  entry_to_request(s, e, r);
+  return hvds__cache_lookup(&s->cache, r, bit);
+}
+
 static uint64_t next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
 
 static hvds_result_t bit_allreduce(hvds_pset_t* s, uint64_t* v, size_t words,
@@ -188,9 +195,8 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
     hvds_entry_t* e = s->pending.slots[i].value;
     if (e->sent) continue;
     hvds_request_t r;
-    entry_to_request(s, e, &r);
     int32_t bit;
-    hvds_cache_state_t st = hvds__cache_lookup(&s->cache, &r, &bit);
+    hvds_cache_state_t st = classify(s, e, &r, &bit);
     if (st == HVDS_CACHE_HIT && now - e->enqueue_time > stall) st = HVDS_CACHE_INVALID;
     if (st == HVDS_CACHE_HIT) {
       v[1 + bit / 64] |= 1ull << (bit % 64);
@@ -249,9 +255,8 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
       hvds_entry_t* e = s->pending.slots[i].value;
       if (e->sent) continue;
       hvds_request_t r;
-      entry_to_request(s, e, &r);
       int32_t bit;
-      if (hvds__cache_lookup(&s->cache, &r, &bit) == HVDS_CACHE_HIT) continue;
+      if (classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
       if (nmine == capmine) {
         capmine = capmine ? capmine * 2 : 16;
         hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));

@@ -291,26 +291,6 @@ static void decode_request(reader_t* r, hvds_request_t* q) {
   if (q->type < 0 || q->type >= HVDS_MSG_TYPE_COUNT) r->bad = 1;
 }
 
-hvds_result_t hvds__decode_requests(const uint8_t* data, size_t len, hvds_request_t** out,
-                                    int32_t* n, int32_t* flags) {
-  reader_t r = {data, len, 0};
-  *out = NULL;
-  *n = 0;
-  int64_t count = get_header(&r, MSG_MAGIC_REQ, 52, flags);
-  if (count < 0) return HVDS_INVALID_ARGUMENT;
-  hvds_request_t* reqs = calloc(count ? (size_t)count : 1, sizeof(*reqs));
-  if (reqs == NULL) return HVDS_SYSTEM_ERROR;
-  int64_t i = 0;
-  for (; i < count && !r.bad; i++) decode_request(&r, &reqs[i]);
-  if (r.bad || r.left != 0) {
-    for (int64_t k = 0; k < i; k++) hvds__request_free(&reqs[k]);
-    free(reqs);
-    return HVDS_INVALID_ARGUMENT;
-  }
-  *out = reqs;
-  *n = (int32_t)count;
-  return HVDS_SUCCESS;
-}
 
 static void decode_response(reader_t* r, hvds_response_t* s) {
   s->type = get_i32(r);
@@ -354,23 +334,43 @@ static void decode_response(reader_t* r, hvds_response_t* s) {
   if (s->type < 0 || s->type >= HVDS_MSG_TYPE_COUNT) r->bad = 1;
 }
 
-hvds_result_t hvds__decode_responses(const uint8_t* data, size_t len, hvds_response_t** out,
-                                     int32_t* n, int32_t* flags) {
+/* Decodes a list: header, then count items of item_size bytes decoded by one(); frees the
+ * partial list with drop() on malformed input. */
+static hvds_result_t decode_list(const uint8_t* data, size_t len, uint32_t magic, size_t min_item,
+                                 size_t item_size, void (*one)(reader_t*, void*),
+                                 void (*drop)(void*), void** out, int32_t* n, int32_t* flags) {
   reader_t r = {data, len, 0};
   *out = NULL;
   *n = 0;
-  int64_t count = get_header(&r, MSG_MAGIC_RESP, 56, flags);
+  int64_t count = get_header(&r, magic, min_item, flags);
   if (count < 0) return HVDS_INVALID_ARGUMENT;
-  hvds_response_t* resps = calloc(count ? (size_t)count : 1, sizeof(*resps));
-  if (resps == NULL) return HVDS_SYSTEM_ERROR;
+  char* items = calloc(count ? (size_t)count : 1, item_size);
+  if (items == NULL) return HVDS_SYSTEM_ERROR;
   int64_t i = 0;
-  for (; i < count && !r.bad; i++) decode_response(&r, &resps[i]);
+  for (; i < count && !r.bad; i++) one(&r, items + (size_t)i * item_size);
   if (r.bad || r.left != 0) {
-    for (int64_t k = 0; k < i; k++) hvds__response_free(&resps[k]);
-    free(resps);
+    for (int64_t k = 0; k < i; k++) drop(items + (size_t)k * item_size);
+    free(items);
     return HVDS_INVALID_ARGUMENT;
   }
-  *out = resps;
+  *out = items;
   *n = (int32_t)count;
   return HVDS_SUCCESS;
+}
+
+static void one_request(reader_t* r, void* q) { decode_request(r, q); }
+static void drop_request(void* q) { hvds__request_free(q); }
+static void one_response(reader_t* r, void* s) { decode_response(r, s); }
+static void drop_response(void* s) { hvds__response_free(s); }
+
+hvds_result_t hvds__decode_requests(const uint8_t* data, size_t len, hvds_request_t** out,
+                                    int32_t* n, int32_t* flags) {
+  return decode_list(data, len, MSG_MAGIC_REQ, 52, sizeof(hvds_request_t), one_request,
+                     drop_request, (void**)out, n, flags);
+}
+
+hvds_result_t hvds__decode_responses(const uint8_t* data, size_t len, hvds_response_t** out,
+                                     int32_t* n, int32_t* flags) {
+  return decode_list(data, len, MSG_MAGIC_RESP, 56, sizeof(hvds_response_t), one_response,
+                     drop_response, (void**)out, n, flags);
 }
