@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 APT_PACKAGES := cmake g++ make pkg-config libgloo-dev libhwloc-dev libgtest-dev openmpi-bin \
                 libopenmpi-dev iproute2
-PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1
+PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1 torch==2.5.1
 
 .PHONY: all deps build test demo bench test-asan clean
 
@@ -34,7 +34,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
 demo: build
-	$(BUILD)/bin/hvdsparse run -np 4 $(BUILD)/bin/hvdsparse-perf allreduce -b 1K -e 64M -f 4
+	$(BUILD)/bin/hvdsparse run -np 2 $(PY) frameworks/pytorch/examples/train_synthetic.py
 
 bench: build
 	$(PY) bench/compare_allreduce.py --build $(BUILD) --out docs/benchmarks --doc docs/benchmarks.md

@@ -54,7 +54,8 @@ def test_allreduce_dtype_op(dtype, op):
         x = rank_values(hvd.rank(), shape, dtype)
         out = hvd.allreduce(x, op=op, name="ar.%s.%d.%d" % (dtype, op, i))
         assert out.shape == x.shape and out.dtype == dtype
-        assert close(out, expected_reduce(op, shape, dtype)), (out, expected_reduce(op, shape, dtype))
+        want = expected_reduce(op, shape, dtype)
+        assert close(out, want), (out, want)
         assert torch.equal(x, rank_values(hvd.rank(), shape, dtype))  # input untouched
 
 

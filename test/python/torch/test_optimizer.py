@@ -224,7 +224,7 @@ def test_broadcast_parameters_and_optimizer_state():
 def test_broadcast_and_allgather_object():
     obj = {"hello": 123, 0: [1, 2]} if hvd.rank() == 0 else {}
     assert hvd.broadcast_object(obj, root_rank=0) == {"hello": 123, 0: [1, 2]}
-    fn = hvd.broadcast_object((lambda x: x + 1) if hvd.rank() == 0 else None, 0)
+    fn = hvd.broadcast_object((lambda x: x + 1) if hvd.rank() == 0 else None, 0, name="fn")
     assert fn(1) == 2
     d = {"metric": hvd.rank()}
     if hvd.rank() == 1:

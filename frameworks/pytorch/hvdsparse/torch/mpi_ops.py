@@ -67,6 +67,12 @@ def _require_init():
         raise ValueError(basics.NOT_INITIALIZED)
 
 
+def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0):
+    """hvds_op_options_t for one operation, named as Horovod names it."""
+    ps = _set_id(process_set)
+    return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank)
+
+
 def _set_id(process_set):
     if process_set.process_set_id is None:
         raise ValueError("Process set has not been registered: call hvd.add_process_set() "
@@ -218,8 +224,9 @@ def _contiguous_pair(tensor, output):
     src = tensor if tensor.is_contiguous() else tensor.contiguous()
     if output is tensor:
         return src, src, (None if src is tensor else tensor)
-    dst = output if output.is_contiguous() else torch.empty_like(output,
-                                                                 memory_format=torch.contiguous_format)
+    dst = output
+    if not output.is_contiguous():
+        dst = torch.empty_like(output, memory_format=torch.contiguous_format)
     return src, dst, (None if dst is output else output)
 
 
@@ -227,8 +234,8 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     _require_init()
     _check_tensor(tensor)
     src, dst, copy_back = _contiguous_pair(tensor, output)
-    opts = _lib.op_options(util.op_name("allreduce", name), _set_id(process_set), op,
-                           prescale_factor, postscale_factor)
+    opts = _options("allreduce", name, process_set, op,
+                    prescale_factor, postscale_factor)
     vin, vout = _view(src), _view(dst)
     h = _enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
                  ctypes.byref(opts), what="allreduce")
@@ -314,8 +321,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     n = len(pairs)
     vin = (_lib.Tensor * n)(*[_view(p[0]) for p in pairs])
     vout = (_lib.Tensor * n)(*[_view(p[1]) for p in pairs])
-    opts = _lib.op_options(util.op_name("grouped_allreduce", name), _set_id(process_set), op,
-                           prescale_factor, postscale_factor)
+    opts = _options("grouped_allreduce", name, process_set, op,
+                    prescale_factor, postscale_factor)
     h = _enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout, ctypes.byref(opts),
                  what="grouped_allreduce")
 
@@ -388,7 +395,7 @@ def _gather_like(kind, c_fn, tensor, name, process_set, splits=None):
     _require_init()
     _check_tensor(tensor)
     src = tensor.contiguous()
-    opts = _lib.op_options(util.op_name(kind, name), _set_id(process_set))
+    opts = _options(kind, name, process_set)
     key = _new_alloc(opts)
     keep = [tensor, src, opts]
     if splits is not None:
@@ -440,7 +447,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     The runtime's C API has no grouped allgather, so this issues one allgather per tensor
     (named "<name>_<i>of<n>") and completes them together."""
     tensors = list(tensors)
-    base = util.op_name("grouped_allgather", name)
+    base = util.op_name("grouped_allgather", name, _set_id(process_set))
     n = len(tensors)
     handles = [allgather_async(t, name="%s_%dof%d" % (base, i + 1, n), process_set=process_set)
                for i, t in enumerate(tensors)]
@@ -507,8 +514,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     _require_init()
     _check_tensor(tensor)
     buf = tensor if tensor.is_contiguous() else tensor.contiguous()
-    opts = _lib.op_options(util.op_name("broadcast", name), _set_id(process_set),
-                           root_rank=_root_index(root_rank, process_set))
+    opts = _options("broadcast", name, process_set,
+                    root_rank=_root_index(root_rank, process_set))
     v = _view(buf)
     h = _enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts),
                  what="broadcast")
@@ -640,8 +647,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     op = check_op(op)
     _check_reducescatter(tensor, op)
     src = tensor.contiguous()
-    opts = _lib.op_options(util.op_name("reducescatter", name), _set_id(process_set), op,
-                           prescale_factor, postscale_factor)
+    opts = _options("reducescatter", name, process_set, op,
+                    prescale_factor, postscale_factor)
     key = _new_alloc(opts)
     v = _view(src)
     try:
@@ -699,8 +706,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
         srcs.append(t.contiguous())
     n = len(srcs)
     vin = (_lib.Tensor * n)(*[_view(s) for s in srcs])
-    opts = _lib.op_options(util.op_name("grouped_reducescatter", name), _set_id(process_set), op,
-                           prescale_factor, postscale_factor)
+    opts = _options("grouped_reducescatter", name, process_set, op,
+                    prescale_factor, postscale_factor)
     key = _new_alloc(opts)
     try:
         h = _enqueue(_lib.lib().hvds_grouped_reducescatter_async, n, vin, ctypes.byref(opts),
@@ -748,7 +755,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     # Allgather concatenates along dimension 0: gather [nnz, sparse_dims] and transpose back.
     indices = tensor._indices().t().contiguous()
     values = tensor._values().contiguous()
-    base = util.op_name("sparse_allreduce", name)
+    base = util.op_name("sparse_allreduce", name, _set_id(process_set))
     hi = allgather_async(indices, name="%s.indices" % base, process_set=process_set)
     hv = allgather_async(values, name="%s.values" % base, process_set=process_set)
     shape = tensor.shape
