@@ -4,6 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PY ?= python3
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+PY_FLAGS = -DPython3_EXECUTABLE=$(shell command -v $(PY)) -DHVDS_REQUIRE_PYTHON_TESTS=ON
 
 APT_PACKAGES := cmake g++ make pkg-config libgloo-dev libhwloc-dev libgtest-dev openmpi-bin \
                 libopenmpi-dev iproute2
@@ -25,7 +26,7 @@ deps:
 	  { echo "installing Python packages: $(PIP_PINS)"; $(PY) -m pip install -q $(PIP_PINS); }
 
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >$(BUILD).configure.log 2>&1 || \
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) $(PY_FLAGS) >$(BUILD).configure.log 2>&1 || \
 	  { cat $(BUILD).configure.log; exit 1; }
 	@grep -A6 "hvdsparse configuration" $(BUILD).configure.log | sed 's/^-- //'
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -38,6 +39,7 @@ demo: build
 
 bench: build
 	$(PY) bench/compare_allreduce.py --build $(BUILD) --out docs/benchmarks --doc docs/benchmarks.md
+	bench/fusion_step.sh $(BUILD) 5
 
 test-asan: deps
 	@$(MAKE) --no-print-directory test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DHVDS_SANITIZE=ON"

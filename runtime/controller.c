@@ -175,6 +175,7 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   *out = NULL;
   *nout = 0;
   *shutdown = 0;
+  double t_start = hvds__now();
   pop_queue(s);
 
   const size_t words = 1 + ((size_t)s->cache.cap + 63) / 64;
@@ -278,6 +279,8 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
     }
     free(slow);
   }
+  HVDS_TRACE("set %d cycle: %zu pending, %d responses, slow path %d, %.3f ms", s->id,
+             s->pending.count, nresps, !(v[0] & FLAG_NO_UNCACHED), (hvds__now() - t_start) * 1e3);
   if (rc == HVDS_SUCCESS) {
     if (hvds__fuse_responses(resps, nresps, rt.fusion_threshold, out, nout) != 0)
       rc = HVDS_SYSTEM_ERROR;

@@ -131,6 +131,17 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
   if (hs != stack) free(hs);
 }
 
+/* Ring segment: the knob when set, else about four segments per block (so transfer and
+ * reduction overlap) within 256 KiB..4 MiB; measured in docs/benchmarks.md. */
+static size_t ring_chunk(size_t bytes, int nranks) {
+  long long forced = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
+  if (forced > 0) return (size_t)forced;
+  size_t chunk = bytes / (size_t)(nranks > 0 ? nranks : 1) / 4;
+  if (chunk < (256u << 10)) chunk = 256u << 10;
+  if (chunk > (4u << 20)) chunk = 4u << 20;
+  return chunk;
+}
+
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
@@ -141,7 +152,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   if (forced && strcmp(forced, "rhd") == 0) o.algorithm = HVDS_ALGO_RHD;
   long long rhd = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
   if (rhd >= 0) o.rhd_max_bytes = (size_t)rhd;
-  o.chunk_bytes = (size_t)hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
+  o.chunk_bytes = ring_chunk(total * esz, s->n);
   char args[160];
   snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
            hvds__allreduce_choice(s->comm, total * esz, &o), r->nnames, total * esz);
