@@ -26,3 +26,4 @@ from hvdsparse.torch.mpi_ops import (  # noqa: F401
     reducescatter, reducescatter_async, rocm_built, shutdown, size, sparse_allreduce_async,
     start_timeline, stop_timeline, synchronize)
 from hvdsparse.torch.optimizer import DistributedOptimizer  # noqa: F401
+from hvdsparse.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -1,0 +1,124 @@
+/* State shared by the files of the TCP transport: tcp_p2p.c (the ops table, requests, failure,
+ * doorbell), tcp_progress.c (the engine that moves bytes) and tcp_connect.c (the mesh).
+ *
+ * Wire format, per connection and direction: a stream of messages, each a 16-byte header
+ * {uint64 tag, uint64 kind << 56 | len} in host byte order (every rank runs on the same
+ * architecture) followed by len payload bytes. Kind TCP_KIND_DATA carries a user message;
+ * kind TCP_KIND_BELL carries no payload and a doorbell epoch in the tag field, so the doorbell
+ * never collides with any user tag.
+ */
+#ifndef HVDS_TCP_INTERNAL_H_
+#define HVDS_TCP_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tcp_p2p.h"
+
+struct pollfd;
+
+#define TCP_KIND_DATA 0u
+#define TCP_KIND_BELL 1u
+#define TCP_LEN_BITS 56
+#define TCP_LEN_MASK ((UINT64_C(1) << TCP_LEN_BITS) - 1)
+#define TCP_HDR_BYTES 16
+#define TCP_STAGE_BYTES (64 * 1024)            /* per-peer read staging buffer */
+#define TCP_UNEXPECTED_MAX ((size_t)1 << 30)   /* buffered unexpected payload, all peers */
+#define TCP_ADDR_LEN 64
+
+/* One posted send or receive (the opaque hvds_p2p_req_t of p2p.h). */
+struct hvds_p2p_req {
+  struct hvds_p2p_req* next; /* in the peer's send queue, posted list, or the free list */
+  int peer;
+  int is_send;
+  int done;      /* every byte written to the kernel (send) or received (recv) */
+  uint64_t tag;
+  char* buf;     /* the caller's buffer */
+  size_t bytes;
+  size_t sent;   /* send: bytes of header + payload written so far */
+  uint64_t hdr[2];
+};
+typedef struct hvds_p2p_req tcp_req_t;
+
+/* A message that arrived before its receive was posted. */
+typedef struct tcp_ux {
+  struct tcp_ux* next;
+  uint64_t tag;
+  size_t len;
+  int complete; /* all len bytes are in data; else it is its peer's rx.ux, being read */
+  char* data;   /* malloc'd, NULL when len is 0 */
+} tcp_ux_t;
+
+/* Where the bytes arriving from a peer go. */
+typedef struct {
+  uint64_t hdr[2];
+  size_t hdr_got;  /* header bytes read; TCP_HDR_BYTES while a payload is being read */
+  char* dst;       /* payload destination: rx.req->buf or rx.ux->data */
+  size_t len, got; /* payload length and bytes of it received */
+  tcp_req_t* req;  /* the matched receive, or NULL */
+  tcp_ux_t* ux;    /* the unexpected message being filled, or NULL */
+  char* stage;     /* TCP_STAGE_BYTES read ahead; [beg, end) not yet consumed */
+  size_t beg, end;
+} tcp_rx_t;
+
+typedef struct {
+  int fd;                     /* -1 for this rank itself */
+  char addr[TCP_ADDR_LEN];    /* "ip:port" the peer listened on, for messages */
+  int dead;                   /* the connection failed; dead_msg says how */
+  char dead_msg[256];
+  tcp_req_t *sq_head, *sq_tail;     /* sends not yet fully written, in order */
+  tcp_req_t *post_head, *post_tail; /* receives posted and not yet matched, in order */
+  tcp_ux_t *ux_head, *ux_tail;      /* unexpected messages, in arrival order */
+  tcp_rx_t rx;
+  uint64_t bell_epoch;        /* highest doorbell epoch this peer rang */
+} tcp_peer_t;
+
+typedef struct {
+  hvds_p2p_t* p;
+  tcp_peer_t* peers;       /* size entries */
+  int event_fd;            /* wakes a poll from abort / bell_interrupt */
+  struct pollfd* pfds;     /* size + 1 entries: the live peers' sockets, then the eventfd */
+  int* pfd_peer;           /* pfds[i] belongs to peer pfd_peer[i] */
+  size_t ux_bytes;         /* payload bytes held in unexpected messages */
+  uint64_t bell_max;       /* highest epoch any peer rang */
+  tcp_req_t* free_reqs;    /* idle request objects */
+  int n_free;
+
+  pthread_mutex_t mu;      /* guards the failure record below and p->error / p->failed_peer */
+  atomic_int failed;       /* set once (after the record is written), never cleared */
+  hvds_result_t fail_rc;
+  atomic_int interrupt;    /* bell_interrupt came and no bell_wait has consumed it yet */
+} tcp_t;
+
+/* tcp_p2p.c */
+/* Marks the communicator failed with the first cause, closes every connection so peers fail at
+ * once, and wakes a waiter. Returns the first failure's status. Any thread. */
+hvds_result_t hvds__tcp_fail(tcp_t* t, hvds_result_t rc, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* tcp_progress.c (coordinator thread only) */
+/* One round of the engine: polls every connection (and the eventfd) for up to timeout_ms (< 0:
+ * no limit), then reads and writes whatever is ready. Returns a failure only when the whole
+ * communicator failed; a single peer's broken connection marks that peer dead. */
+hvds_result_t hvds__tcp_progress(tcp_t* t, int timeout_ms);
+/* Writes as much of peer's send queue as the socket takes, completing sends. */
+hvds_result_t hvds__tcp_flush(tcp_t* t, int peer);
+/* Marks peer's connection broken with the system error err (0: end of file). */
+void hvds__tcp_peer_died(tcp_t* t, int peer, int err);
+/* Matches a new receive against peer's unexpected messages: on a match copies (or takes over the
+ * partly read message) and returns 1, else 0. Sets *rc on a size mismatch. */
+int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc);
+
+/* tcp_connect.c */
+/* Builds the mesh: fills every peer's fd (non-blocking, tuned) and addr. On failure closes what
+ * it opened, writes err, and returns the failure. */
+hvds_result_t hvds__tcp_connect_mesh(tcp_t* t, const hvds_kv_t* kv, const char* prefix,
+                                     const char* iface, const char* hostname, int timeout_ms,
+                                     char* err, size_t errlen);
+
+/* Milliseconds on a monotonic clock. */
+int64_t hvds__tcp_now_ms(void);
+
+#endif /* HVDS_TCP_INTERNAL_H_ */
