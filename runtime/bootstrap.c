@@ -13,6 +13,7 @@
 #include "process_set.h"
 #include "state.h"
 #include "store/store.h"
+#include "tcp/tcp_p2p.h"
 
 #define rt hvds__rt
 
@@ -122,8 +123,19 @@ static hvds_result_t connect_world(void) {
   char prefix[256];
   snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt.job, rt.generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
-  rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, start_ms > timeout_ms ? start_ms : timeout_ms,
-                             &rt.world, err, sizeof(err));
+  const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
+  int connect_ms = start_ms > timeout_ms ? start_ms : timeout_ms;
+  if (transport && strcmp(transport, "gloo") == 0) {
+    rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, connect_ms, &rt.world,
+                               err, sizeof(err));
+  } else if (transport == NULL || strcmp(transport, "tcp") == 0) {
+    rc = hvds__tcp_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, connect_ms, &rt.world,
+                              err, sizeof(err));
+  } else {
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "rank %d: unknown HVDSPARSE_TRANSPORT '%s' (tcp or gloo)", rt.rank,
+                           transport);
+  }
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt.rank,
                            rt.size - 1, err);

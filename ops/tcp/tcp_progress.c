@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -257,6 +258,7 @@ int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
     // Still arriving: keep what came so far and let the rest land in the caller's buffer.
     tcp_rx_t* rx = &pe->rx;
     if (rx->got > 0) memcpy(r->buf, ux->data, rx->got);
+    HVDS_DEBUG("tcp p2p: takeover of a partly received %zu-byte message at %zu", ux->len, rx->got);
     rx->ux = NULL;
     rx->req = r;
     rx->dst = r->buf;
