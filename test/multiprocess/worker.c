@@ -411,15 +411,29 @@ static void scenario_errors(void) {
   hvds_tensor_t a = {f, HVDS_FLOAT32, -1, 2, {2, rank_ == 0 ? 3 : 4}};
   CHECK_OK(hvds_allgather_async(&a, &opt, &h));
   expect_error(h, "Mismatched ALLGATHER tensor shapes");
-  /* duplicate name: refused at once on the caller's thread */
-  opt.name = "dup";
-  hvds_handle_t h1, h2;
-  CHECK_OK(hvds_allreduce_async(&t, &t, &opt, &h1));
-  hvds_result_t rc = hvds_allreduce_async(&t, &t, &opt, &h2);
-  if (rc != HVDS_INVALID_ARGUMENT || strstr(hvds_last_error(), "same name") == NULL)
-    FAIL("duplicate name: %s %s", hvds_result_str(rc), hvds_last_error());
-  wait_ok(h1, "dup");
-  hvds_release(h1);
+  /* Duplicate name: refused at once on the caller's thread. Each rank in turn submits first
+   * and retries while the others have not submitted, so the first is certainly in flight. */
+  for (int turn = 0; turn < size_; turn++) {
+    char dup[32];
+    snprintf(dup, sizeof(dup), "dup.%d", turn);
+    opt.name = dup;
+    hvds_handle_t h1, h2, hb;
+    if (rank_ == turn) {
+      CHECK_OK(hvds_allreduce_async(&t, &t, &opt, &h1));
+      hvds_result_t rc = hvds_allreduce_async(&t, &t, &opt, &h2);
+      if (rc != HVDS_INVALID_ARGUMENT || strstr(hvds_last_error(), "same name") == NULL)
+        FAIL("duplicate name: %s %s", hvds_result_str(rc), hvds_last_error());
+      CHECK_OK(hvds_barrier_async(0, &hb));
+      wait_ok(hb, "barrier");
+    } else {
+      CHECK_OK(hvds_barrier_async(0, &hb));
+      wait_ok(hb, "barrier");
+      CHECK_OK(hvds_allreduce_async(&t, &t, &opt, &h1));
+    }
+    hvds_release(hb);
+    wait_ok(h1, "dup");
+    hvds_release(h1);
+  }
   /* Still usable. */
   for (int i = 0; i < 8; i++) f[i] = 1;
   opt.name = "after.errors";

@@ -262,16 +262,25 @@ def test_errors_raised_on_every_rank():
 
 
 def test_duplicate_name_is_value_error():
+    # Each rank in turn submits first and retries the name while the others have not submitted
+    # yet, so the first operation is certainly still in flight; then the others join in.
     x = torch.ones(4)
-    h = hvd.allreduce_async(x, name="dup")
-    with pytest.raises(ValueError, match="same name"):
-        for _ in range(10):
-            hvd.allreduce_async(x, name="dup")
-    hvd.synchronize(h)
-    h = hvd.broadcast_async(x, 0, name="dupb")
-    with pytest.raises(ValueError):
-        hvd.broadcast_async(x, 0, name="dupb")
-    hvd.synchronize(h)
+    for turn in range(hvd.size()):
+        name = "dup.%d" % turn
+        if hvd.rank() == turn:
+            h = hvd.allreduce_async(x, name=name)
+            with pytest.raises(ValueError, match="same name"):
+                hvd.allreduce_async(x, name=name)
+            hb = hvd.broadcast_async(x, 0, name=name + ".b")
+            with pytest.raises(ValueError):
+                hvd.broadcast_async(x, 0, name=name + ".b")
+            hvd.barrier()
+        else:
+            hvd.barrier()
+            h = hvd.allreduce_async(x, name=name)
+            hb = hvd.broadcast_async(x, 0, name=name + ".b")
+        hvd.synchronize(h)
+        hvd.synchronize(hb)
 
 
 def test_unsupported_inputs():
