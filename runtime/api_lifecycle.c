@@ -96,6 +96,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.fatal[0] = '\0';
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
+  rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
   rt.idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
   rt.idle_cycles = 0;
   rt.world_epoch = 0;

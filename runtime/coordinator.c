@@ -27,8 +27,13 @@ void hvds__coord_wake_locked(void) {
 
 static int local_reason_locked(void) { return rt.wake || atomic_load(&rt.shutdown_requested); }
 
-/* Waits on the condition variable until local work, a stop, or the deadline (< 0: none). */
+/* Waits on the condition variable until local work, a stop, or the deadline (< 0: none).
+ * Polls for a few microseconds first: work often follows a completion at once (the framework
+ * enqueues its next tensor), and a futex wake-up costs more than that on a busy machine. */
 static void wait_local(double deadline) {
+  double spin_until = hvds__now() + rt.spin_us * 1e-6;
+  while (rt.spin_us > 0 && hvds__now() < spin_until && !__atomic_load_n(&rt.wake, __ATOMIC_ACQUIRE))
+    __builtin_ia32_pause();
   pthread_mutex_lock(&rt.qmu);
   while (!local_reason_locked()) {
     rt.coord_sleeping = 1;

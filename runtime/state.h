@@ -134,6 +134,7 @@ typedef struct hvds_runtime {
   int timeline_pending;          /* qmu: a request is waiting */
 
   double cycle_ms;               /* coord */
+  double spin_us;                /* coord: polling before sleeping between cycles */
   int idle_sleep_cycles;         /* coord: idle cycles before sleeping on the doorbell; 0 never */
   int idle_cycles;               /* coord: consecutive cycles in which no rank had work (the same
                                     count on every rank: it comes from the global set's flags) */
