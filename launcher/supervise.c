@@ -155,23 +155,27 @@ static void watch_tick(state_t* st) {
   snprintf(key, sizeof(key), "hvds/%s/arrived", sv->job->job_id);
   void* val = NULL;
   size_t len = 0;
-  if (hvds__store_get(st->watch, key, 0, &val, &len) == HVDS_SUCCESS) {
-    int count = atoi(val);
-    if (count != st->arrived_count) {
-      st->arrived_count = count;
-      for (int r = 0; r < sv->np; r++) {
-        if (st->arrived[r]) continue;
+  if (hvds__store_get(st->watch, key, 0, &val, &len) == HVDS_SUCCESS &&
+      atoi(val) != st->arrived_count) {
+    /* The per-rank keys are the truth; the counter only says when to look again. */
+    int count = 0;
+    for (int r = 0; r < sv->np; r++) {
+      if (!st->arrived[r]) {
         void* v = NULL;
         size_t l = 0;
         snprintf(key, sizeof(key), "hvds/%s/arrived/%d", sv->job->job_id, r);
         if (hvds__store_get(st->watch, key, 0, &v, &l) == HVDS_SUCCESS) st->arrived[r] = 1;
         free(v);
       }
+      count += st->arrived[r];
+    }
+    if (count != st->arrived_count && count < sv->np) {
       fprintf(stderr, "hvdsparse: %d/%d ranks reached rendezvous; waiting for:", count, sv->np);
       for (int r = 0; r < sv->np; r++)
         if (!st->arrived[r]) fprintf(stderr, " %d", r);
       fprintf(stderr, "\n");
     }
+    st->arrived_count = count;
   }
   free(val);
   if (st->arrived_count >= sv->np) {
