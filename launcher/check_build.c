@@ -1,12 +1,16 @@
 /* `hvdsparse check-build`: what this build can do, in horovodrun --check-build's format.
- * Frameworks are probed by importing them with python3; the rest is fixed at compile time. */
+ * A framework counts when its hvdsparse binding imports with python3 in the environment workers
+ * get; the tensor operations and components are the ones this build runs. */
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "include/hvdsparse.h"
 #include "launcher.h"
+#include "run_args.h"
+#include "spawn.h"
 
 #ifdef HVDS_HAVE_NCCL
 #define HAVE_NCCL 1
@@ -24,14 +28,19 @@
 #define HAVE_HWLOC 0
 #endif
 
-/* 1 when `python3 -c 'import <module>'` succeeds (its output is discarded). */
+/* 1 when `python3 -c 'import <module>'` succeeds in a worker's environment (output discarded). */
 static int python_imports(const char* module) {
+  hvds_run_args_t args = {0};
+  hvds_env_list_t env = {0};
+  hvds__python_env(&args, &env);
   char code[128];
   snprintf(code, sizeof(code), "import %s", module);
   char* argv[] = {"python3", "-c", code, NULL};
   // fork and exec rather than posix_spawn: launcher/spawn.h shadows <spawn.h> on this path.
   pid_t pid = fork();
   if (pid == 0) {
+    for (int i = 0; i < env.n; i++)
+      if (env.items[i].value) setenv(env.items[i].name, env.items[i].value, 1);
     int devnull = open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       dup2(devnull, STDIN_FILENO);
@@ -41,6 +50,7 @@ static int python_imports(const char* module) {
     execvp(argv[0], argv);
     _exit(127);
   }
+  hvds__env_list_free(&env);
   if (pid < 0) return 0;
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -51,16 +61,17 @@ static int python_imports(const char* module) {
 static const char* mark(int yes) { return yes ? "[X]" : "[ ]"; }
 
 int hvds__launcher_check_build(void) {
-  int tf = python_imports("tensorflow");
-  int torch = python_imports("torch");
+  int tf = python_imports("hvdsparse.tensorflow");
+  int torch = python_imports("hvdsparse.torch");
   printf("hvdsparse v%s:\n\n", HVDS_VERSION_STRING);
   printf("Available Frameworks:\n    %s TensorFlow\n    %s PyTorch\n    [ ] MXNet\n\n", mark(tf),
          mark(torch));
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
-  printf("Available Tensor Operations:\n    %s NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
-         "    [X] Gloo\n\n",
-         mark(HAVE_NCCL));
-  printf("Available Components:\n    %s CUDA kernels\n    %s hwloc topology\n", mark(HAVE_CUDA),
-         mark(HAVE_HWLOC));
+  /* The NCCL backend and the CUDA kernels are not part of the runtime yet, whatever the machine
+   * has installed (HAVE_NCCL/HAVE_CUDA say only that the toolkits were found). */
+  printf("Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
+         "    [X] Gloo\n\n");
+  printf("Available Components:\n    [ ] CUDA kernels (toolkit %s)\n    %s hwloc topology\n",
+         HAVE_CUDA && HAVE_NCCL ? "and NCCL found" : "not found", mark(HAVE_HWLOC));
   return 0;
 }

@@ -94,7 +94,7 @@ static int same_dir(const char* a, const char* b) {
  * packages on PYTHONPATH and HVDSPARSE_LIBRARY at the built library (unless already set). With
  * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front,
  * from the source tree or from <prefix>/share/hvdsparse/alias next to an installed launcher. */
-static hvds_result_t add_python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
+hvds_result_t hvds__python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
   char dir[PATH_MAX], alias[PATH_MAX + 64] = "", paths[4 * PATH_MAX] = "";
   exe_dir(dir, sizeof(dir));
   int in_build = 0;
@@ -155,7 +155,7 @@ hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t*
   for (int i = 0; i < a->knobs.n && rc == HVDS_SUCCESS; i++)
     rc = set_both(env, a->knobs.items[i].name, a->knobs.items[i].value);
   if (rc == HVDS_SUCCESS && a->horovod_alias) rc = set_both(env, "HOROVOD_ALIAS", "1");
-  if (rc == HVDS_SUCCESS) rc = add_python_env(a, env);
+  if (rc == HVDS_SUCCESS) rc = hvds__python_env(a, env);
   if (rc == HVDS_SUCCESS) rc = add_identity(job, &job->slots[rank], env);
   if (rc != HVDS_SUCCESS) hvds__env_list_free(env);
   return rc;

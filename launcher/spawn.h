@@ -51,6 +51,10 @@ void hvds__argv_free(char** argv);
 /* Forks and execs rank in a new session. On success w is filled and owns two pipe fds. */
 hvds_result_t hvds__spawn_worker(const hvds_job_t* job, int rank, hvds_worker_t* w /* OUT */);
 
+/* Adds the Python side of a worker's environment to env: from a build tree the framework packages
+ * on PYTHONPATH and HVDSPARSE_LIBRARY; with a->horovod_alias the alias directory first. */
+hvds_result_t hvds__python_env(const hvds_run_args_t* a, hvds_env_list_t* env);
+
 #ifdef __cplusplus
 }
 #endif
