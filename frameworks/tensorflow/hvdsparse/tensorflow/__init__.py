@@ -1,0 +1,36 @@
+"""hvdsparse.tensorflow: Horovod's TensorFlow 2 API over the hvdsparse runtime.
+
+    import hvdsparse.tensorflow as hvd
+    hvd.init()
+    tape = hvd.DistributedGradientTape(tape)
+    hvd.broadcast_variables(model.variables, root_rank=0)
+
+Not compiled against TensorFlow: collectives copy tensors to host numpy buffers and call the C
+library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
+copied to the host. TF1 graph/session APIs (broadcast_global_variables,
+BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers),
+SyncBatchNormalization and elastic are not provided.
+"""
+from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
+from hvdsparse.tensorflow.compression import Compression  # noqa: F401
+from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object,  # noqa: F401
+                                            broadcast_object_fn, broadcast_variables)
+from hvdsparse.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F401
+                                                PartialDistributedGradientTape)
+from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
+    Adasum, Average, Max, Min, Product, Sum,
+    HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,
+    ProcessSet, add_process_set, global_process_set, remove_process_set,
+    allgather, allreduce, alltoall, barrier, broadcast, broadcast_, ccl_built, cross_rank,
+    cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, grouped_allgather,
+    grouped_allreduce, grouped_reducescatter, init, is_homogeneous, is_initialized, join,
+    local_rank, local_rank_op, local_size, local_size_op, mpi_built, mpi_enabled,
+    mpi_threads_supported, nccl_built, process_set_included_op, rank, rank_op, reducescatter,
+    rocm_built, shutdown, size, size_op, start_timeline, stop_timeline, _executing_eagerly)
+
+
+def DistributedOptimizer(optimizer, *args, **kwargs):
+    """Keras optimizers: see hvdsparse.tensorflow.keras.DistributedOptimizer. Legacy
+    tf.compat.v1 optimizers are not supported."""
+    from hvdsparse.tensorflow.keras import DistributedOptimizer as _keras_opt
+    return _keras_opt(optimizer, *args, **kwargs)

@@ -1,0 +1,209 @@
+"""DistributedGradientTape and PartialDistributedGradientTape, and the gradient-allreduce
+helper shared with the Keras DistributedOptimizer."""
+import tensorflow as tf
+
+from hvdsparse.tensorflow import mpi_ops
+from hvdsparse.tensorflow.compression import Compression
+from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
+
+
+def _check_options(op, gradient_predivide_factor, num_groups, groups):
+    mpi_ops.check_op(op)
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0 and groups is not None:
+        raise ValueError("Only one of num_groups and groups can be set")
+    if groups is not None:
+        if not (isinstance(groups, list) or groups > 0):
+            raise ValueError("groups should be a non-negative integer or a list of lists")
+        if isinstance(groups, list) and not all(isinstance(g, list) for g in groups):
+            raise ValueError("groups must be a list of lists of variables")
+    if num_groups < 0:
+        raise ValueError("num_groups should be a non-negative integer")
+
+
+def _group_indices(n, num_groups, groups, sources):
+    """Lists of gradient indices reduced together (a grouped allreduce each); indices not in any
+    list are reduced one by one."""
+    if isinstance(groups, int):
+        num_groups, groups = groups, None
+    if groups is not None:
+        ids = {}
+        for gi, g in enumerate(groups):
+            for v in g:
+                ids[id(v)] = gi
+        out = [[] for _ in groups]
+        for i, s in enumerate(sources):
+            if id(s) in ids:
+                out[ids[id(s)]].append(i)
+        return [g for g in out if g]
+    if num_groups > 0:
+        k = min(num_groups, n)
+        base, extra = divmod(n, k)
+        out, start = [], 0
+        for j in range(k):
+            m = base + (1 if j < extra else 0)
+            out.append(list(range(start, start + m)))
+            start += m
+        return [g for g in out if g]
+    return []
+
+
+def allreduce_gradients(grads, sources=None, compression=Compression.none,
+                        sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
+                        num_groups=0, groups=None, process_set=global_process_set):
+    """Allreduces a list of gradients (None entries stay None). Dense gradients of one call are
+    enqueued together and waited for together (one py_function inside tf.function);
+    tf.IndexedSlices are allgathered unless sparse_as_dense. Not differentiable."""
+    grads = list(grads)
+    if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
+        return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
+                else g for g in grads]
+    compression = compression or Compression.none
+    if op == Average:
+        prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
+    else:
+        prescale, postscale = 1.0, 1.0
+    out = [None] * len(grads)
+    dense = []
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            if sparse_as_dense:
+                g = tf.convert_to_tensor(g)
+            else:
+                out[i] = mpi_ops.allreduce(g, op=op, process_set=process_set)
+                continue
+        dense.append(i)
+    if not dense:
+        return out
+    comp = [compression.compress(mpi_ops._prepare(grads[i])) for i in dense]
+    tensors = [c[0] for c in comp]
+    pos = {i: k for k, i in enumerate(dense)}
+    grouped = _group_indices(len(grads), num_groups, groups, sources or [])
+    grouped = [[pos[i] for i in g if i in pos] for g in grouped]
+    grouped = [g for g in grouped if g]
+    in_group = {k for g in grouped for k in g}
+    units = grouped + [[k] for k in range(len(tensors)) if k not in in_group]
+    reduced = _reduce_units(tensors, units, op, prescale, postscale, process_set)
+    for k, i in enumerate(dense):
+        out[i] = compression.decompress(reduced[k], comp[k][1])
+    return out
+
+
+def _reduce_units(tensors, units, op, prescale, postscale, process_set):
+    mpi_ops._require_init()
+    ps_id = mpi_ops._set_id(process_set)
+    names = [mpi_ops._name("grouped_allreduce" if len(u) > 1 else "allreduce", None, ps_id)
+             for u in units]
+
+    def body(arrays):
+        ops = [mpi_ops._start_allreduce([arrays[k] for k in u], name, ps_id, op, prescale,
+                                        postscale) for u, name in zip(units, names)]
+        results = mpi_ops._complete(ops)
+        flat = [None] * len(arrays)
+        for u, res in zip(units, results):
+            for k, r in zip(u, res):
+                flat[k] = r
+        return flat
+    outs = mpi_ops._run(body, tensors, [t.dtype for t in tensors])
+    for o, t in zip(outs, tensors):
+        o.set_shape(t.shape)
+    return outs
+
+
+class DistributedGradientTape:
+    """Wraps a tf.GradientTape: gradient() returns gradients allreduced over process_set.
+
+        with tf.GradientTape() as tape:
+            loss = ...
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+
+    Every other attribute is the wrapped tape's. It can also be entered as a context manager
+    (with hvd.DistributedGradientTape(tf.GradientTape()) as tape)."""
+
+    def __init__(self, gradtape, device_dense='', device_sparse='', compression=Compression.none,
+                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
+                 num_groups=0, groups=None, process_set=global_process_set,
+                 scale_local_gradients=True):
+        _check_options(op, gradient_predivide_factor, num_groups, groups)
+        self._tape = gradtape
+        self._compression = compression or Compression.none
+        self._sparse_as_dense = sparse_as_dense
+        self._op = op
+        self._predivide = gradient_predivide_factor
+        self._num_groups = num_groups
+        self._groups = groups
+        self._process_set = process_set
+        self._scale_local_gradients = scale_local_gradients
+        self._local_sources = set()
+
+    def __getattr__(self, item):
+        return getattr(self.__dict__["_tape"], item)
+
+    def __enter__(self):
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *args):
+        return self._tape.__exit__(*args)
+
+    def register_local_source(self, source):
+        """Marks a variable as local: its gradient is not allreduced."""
+        self._local_sources.add(source.ref() if hasattr(source, "ref") else id(source))
+
+    def _is_local(self, source):
+        key = source.ref() if hasattr(source, "ref") else id(source)
+        return key in self._local_sources
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=tf.UnconnectedGradients.NONE):
+        grads = self._tape.gradient(target, sources, output_gradients,
+                                    unconnected_gradients=unconnected_gradients)
+        flat_sources = tf.nest.flatten(sources)
+        flat_grads = tf.nest.flatten(grads, expand_composites=False)
+        local = [self._is_local(s) for s in flat_sources]
+        shared_idx = [i for i, l in enumerate(local) if not l]
+        reduced = allreduce_gradients(
+            [flat_grads[i] for i in shared_idx], [flat_sources[i] for i in shared_idx],
+            self._compression, self._sparse_as_dense, self._op, self._predivide,
+            self._num_groups, self._groups, self._process_set)
+        out = list(flat_grads)
+        for i, r in zip(shared_idx, reduced):
+            out[i] = r
+        if self._scale_local_gradients and self._op == Average:
+            n = self._process_set.size()
+            for i, l in enumerate(local):
+                if l and out[i] is not None and n > 1:
+                    out[i] = _scale(out[i], 1.0 / n)
+        return tf.nest.pack_sequence_as(grads, out)
+
+
+def _scale(g, factor):
+    if isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(g.values * tf.cast(factor, g.values.dtype), g.indices,
+                                g.dense_shape)
+    return g * tf.cast(factor, g.dtype)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set, local_layers=None,
+                                   scale_local_gradients=True):
+    """A DistributedGradientTape whose local_layers' (a Keras layer or a list of them)
+    variables are not allreduced; with scale_local_gradients and op Average their gradients are
+    divided by the set size."""
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        for v in layer.trainable_weights:
+            tape.register_local_source(v)
+    return tape
