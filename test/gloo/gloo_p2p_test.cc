@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/rank_threads.h"
+
 #include "gloo_p2p.h"
 #ifdef HVDS_TEST_HAVE_ALLREDUCE
 #include "collectives.h"
@@ -33,87 +35,16 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The rendezvous store: a map behind a mutex, get() waits on a condition variable.
-class MemKv {
- public:
-  hvds_kv_t kv() { return hvds_kv_t{this, &MemKv::Set, &MemKv::Get}; }
-
- private:
-  static hvds_result_t Set(void* ctx, const char* key, const void* val, size_t len) {
-    auto* self = static_cast<MemKv*>(ctx);
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->map_[key] = std::string(static_cast<const char*>(val), len);
-    self->cv_.notify_all();
-    return HVDS_SUCCESS;
-  }
-  static hvds_result_t Get(void* ctx, const char* key, int timeout_ms, void** val, size_t* len) {
-    auto* self = static_cast<MemKv*>(ctx);
-    std::unique_lock<std::mutex> lock(self->mu_);
-    bool found = self->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                    [&] { return self->map_.count(key) > 0; });
-    if (!found) return HVDS_TIMEOUT;
-    const std::string& v = self->map_[key];
-    *val = malloc(v.size() > 0 ? v.size() : 1);
-    memcpy(*val, v.data(), v.size());
-    *len = v.size();
-    return HVDS_SUCCESS;
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::string> map_;
-};
-
-// A reusable barrier for the rank threads.
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      gen_++;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-};
+using Barrier = hvds_test::Barrier;
 
 void Destroy(hvds_p2p_t* p) {
   if (p == nullptr) return;
   p->ops->destroy(p);  // frees p
 }
 
-// Runs fn on size rank threads, each with a connected communicator.
-void Spawn(int size, const std::function<void(int, hvds_p2p_t*, Barrier&)>& fn,
-           int timeout_ms = 30000, bool destroy = true) {
-  static std::atomic<int> job{0};
-  std::string prefix = "job" + std::to_string(job++);
-  MemKv store;
-  hvds_kv_t kv = store.kv();
-  Barrier barrier(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; r++) {
-    threads.emplace_back([&, r] {
-      hvds_p2p_t* p = nullptr;
-      char err[512];
-      hvds_result_t rc = hvds__gloo_p2p_create(&kv, prefix.c_str(), r, size, nullptr, nullptr,
-                                               timeout_ms, &p, err, sizeof(err));
-      ASSERT_EQ(rc, HVDS_SUCCESS) << err;
-      ASSERT_NE(p, nullptr);
-      EXPECT_EQ(p->rank, r);
-      EXPECT_EQ(p->size, size);
-      fn(r, p, barrier);
-      if (destroy) Destroy(p);
-    });
-  }
-  for (auto& t : threads) t.join();
+// Runs fn on size rank threads, each with a connected Gloo communicator.
+void Spawn(int size, const hvds_test::RankFn& fn, int timeout_ms = 30000, bool destroy = true) {
+  hvds_test::SpawnRanks(size, hvds__gloo_p2p_create, fn, timeout_ms, destroy);
 }
 
 uint8_t Pattern(int from, int to, size_t i, uint64_t salt) {
@@ -427,7 +358,7 @@ TEST(GlooP2p, DestroyWakesPeers) {
 
 // A rank whose peer never shows up fails with HVDS_TIMEOUT and a message.
 TEST(GlooP2p, CreateTimesOut) {
-  MemKv store;
+  hvds_test::MemKv store;
   hvds_kv_t kv = store.kv();
   hvds_p2p_t* p = nullptr;
   char err[512] = "";

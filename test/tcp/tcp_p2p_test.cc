@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/rank_threads.h"
+
 #include "collectives.h"
 #include "tcp_p2p.h"
 
@@ -33,88 +35,12 @@ double ms_since(Clock::time_point t0) {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-// The rendezvous store: a map under a mutex; get() waits on a condition variable.
-class MemStore {
- public:
-  hvds_kv_t kv() { return hvds_kv_t{this, &MemStore::Put, &MemStore::Fetch}; }
+using Gate = hvds_test::Barrier;
+using RankFn = hvds_test::RankFn;
 
- private:
-  static hvds_result_t Put(void* ctx, const char* key, const void* val, size_t len) {
-    auto* self = static_cast<MemStore*>(ctx);
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->values_[key].assign(static_cast<const char*>(val), len);
-    self->cv_.notify_all();
-    return HVDS_SUCCESS;
-  }
-  static hvds_result_t Fetch(void* ctx, const char* key, int timeout_ms, void** val,
-                             size_t* len) {
-    auto* self = static_cast<MemStore*>(ctx);
-    std::unique_lock<std::mutex> lock(self->mu_);
-    if (!self->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                            [&] { return self->values_.count(key) != 0; })) {
-      return HVDS_TIMEOUT;
-    }
-    const std::string& v = self->values_[key];
-    *val = malloc(v.size() + 1);
-    memcpy(*val, v.data(), v.size());
-    *len = v.size();
-    return HVDS_SUCCESS;
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::string> values_;
-};
-
-// A reusable barrier among the rank threads.
-class Gate {
- public:
-  explicit Gate(int n) : n_(n) {}
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    int round = round_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      round_++;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return round != round_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, arrived_ = 0, round_ = 0;
-};
-
-using RankFn = std::function<void(int rank, hvds_p2p_t* p, Gate& gate)>;
-
-// Runs fn on size rank threads, each with a connected communicator (destroyed afterwards unless
-// destroy is false).
+// Runs fn on size rank threads, each with a connected TCP communicator.
 void RunRanks(int size, const RankFn& fn, int timeout_ms = 30000, bool destroy = true) {
-  static std::atomic<int> job{0};
-  std::string prefix = "tcpjob" + std::to_string(job++);
-  MemStore store;
-  hvds_kv_t kv = store.kv();
-  Gate gate(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; r++) {
-    threads.emplace_back([&, r] {
-      hvds_p2p_t* p = nullptr;
-      char err[512] = "";
-      ASSERT_EQ(hvds__tcp_p2p_create(&kv, prefix.c_str(), r, size, nullptr, nullptr, timeout_ms,
-                                     &p, err, sizeof err),
-                HVDS_SUCCESS)
-          << err;
-      ASSERT_NE(p, nullptr);
-      EXPECT_EQ(p->rank, r);
-      EXPECT_EQ(p->size, size);
-      EXPECT_EQ(p->failed_peer, -1);
-      fn(r, p, gate);
-      if (destroy) p->ops->destroy(p);
-    });
-  }
-  for (auto& t : threads) t.join();
+  hvds_test::SpawnRanks(size, hvds__tcp_p2p_create, fn, timeout_ms, destroy);
 }
 
 uint8_t Byte(int from, int to, size_t i, uint64_t salt) {
@@ -632,7 +558,7 @@ TEST(TcpP2p, MessageBeforeCloseIsDelivered) {
 
 // A rank whose peer never shows up fails with HVDS_TIMEOUT and a message.
 TEST(TcpP2p, CreateTimesOut) {
-  MemStore store;
+  hvds_test::MemKv store;
   hvds_kv_t kv = store.kv();
   hvds_p2p_t* p = nullptr;
   char err[512] = "";
@@ -647,7 +573,7 @@ TEST(TcpP2p, CreateTimesOut) {
 
 // An unknown interface is refused with a message.
 TEST(TcpP2p, CreateBadInterface) {
-  MemStore store;
+  hvds_test::MemKv store;
   hvds_kv_t kv = store.kv();
   hvds_p2p_t* p = nullptr;
   char err[512] = "";
