@@ -71,7 +71,7 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
             continue
         if isinstance(g, tf.IndexedSlices):
             if sparse_as_dense:
-                g = tf.convert_to_tensor(g)
+                grads[i] = tf.convert_to_tensor(g)
             else:
                 out[i] = mpi_ops.allreduce(g, op=op, process_set=process_set)
                 continue

@@ -115,7 +115,7 @@ def _host(x):
     a = np.asarray(a)
     if a.ndim > _lib.MAX_DIMS:
         raise ValueError("Tensors of more than %d dimensions are not supported." % _lib.MAX_DIMS)
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")  # keeps 0-d arrays 0-d
 
 
 def _c_dtype(a):

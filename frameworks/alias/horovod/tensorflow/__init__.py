@@ -1,0 +1,10 @@
+"""`import horovod.tensorflow as hvd` gives hvdsparse.tensorflow (opt-in alias, see
+horovod/__init__.py). The module object is replaced, so both names share one state."""
+import sys
+
+import hvdsparse.tensorflow as _impl
+from hvdsparse.tensorflow import compression, functions, gradient_tape, mpi_ops  # noqa: F401
+
+for _sub in ("compression", "functions", "gradient_tape", "mpi_ops"):
+    sys.modules[__name__ + "." + _sub] = getattr(_impl, _sub)
+sys.modules[__name__] = _impl

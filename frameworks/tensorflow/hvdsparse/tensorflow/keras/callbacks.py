@@ -1,0 +1,149 @@
+"""Keras callbacks: BroadcastGlobalVariablesCallback, MetricAverageCallback,
+LearningRateScheduleCallback, LearningRateWarmupCallback."""
+import keras
+import numpy as np
+
+from hvdsparse.tensorflow import mpi_ops
+from hvdsparse.tensorflow.functions import broadcast_variables
+from hvdsparse.tensorflow.mpi_ops import Average, global_process_set
+
+
+def _optimizer_variables(optimizer):
+    if optimizer is None:
+        return []
+    v = optimizer.variables
+    return list(v() if callable(v) else v)
+
+
+class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    """Broadcasts the model's variables from root_rank when training starts, and the model's and
+    the optimizer's after the first batch (the optimizer creates its slots on its first step),
+    so every rank starts from root_rank's state."""
+
+    def __init__(self, root_rank, device='', local_variables=None,
+                 process_set=global_process_set):
+        super().__init__()
+        self.root_rank = root_rank
+        self.process_set = process_set
+        self.local_variables = local_variables or []
+        self.broadcast_done = False
+
+    def _shared(self, variables):
+        local = {id(v) for v in self.local_variables}
+        return [v for v in variables if id(v) not in local]
+
+    def on_train_begin(self, logs=None):
+        if self.model.built and self.model.variables:
+            broadcast_variables(self._shared(self.model.variables), self.root_rank,
+                                self.process_set)
+
+    def on_batch_end(self, batch, logs=None):
+        if self.broadcast_done:
+            return
+        broadcast_variables(self._shared(self.model.variables), self.root_rank, self.process_set)
+        opt_vars = _optimizer_variables(getattr(self.model, "optimizer", None))
+        if opt_vars:
+            broadcast_variables(opt_vars, self.root_rank, self.process_set)
+        self.broadcast_done = True
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    """Averages the epoch's metrics over the ranks at the end of every epoch (put it before
+    callbacks that read the metrics, such as ReduceLROnPlateau or checkpointing)."""
+
+    def __init__(self, device='', process_set=global_process_set):
+        super().__init__()
+        self.process_set = process_set
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs:
+            return
+        keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and
+                      np.issubdtype(np.asarray(v).dtype, np.number))
+        if not keys:
+            return
+        values = np.array([float(logs[k]) for k in keys], dtype=np.float64)
+        avg = mpi_ops.allreduce(values, op=Average, name="MetricAverageCallback.%d" % epoch,
+                                process_set=self.process_set).numpy()
+        for k, v in zip(keys, avg):
+            logs[k] = float(v)
+
+
+def _set_lr(optimizer, value):
+    optimizer.learning_rate = value
+
+
+def _get_lr(optimizer):
+    lr = optimizer.learning_rate
+    return float(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+class LearningRateScheduleCallback(keras.callbacks.Callback):
+    """Sets the learning rate to initial_lr * multiplier (a number, or a function of the epoch,
+    fractional when staircase=False) between start_epoch and end_epoch.
+
+    momentum_correction is accepted but not applied: a Keras 3 optimizer's momentum is a Python
+    float baked into the traced train step."""
+
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
+                 momentum_correction=True, steps_per_epoch=None):
+        super().__init__()
+        self.initial_lr = initial_lr
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.momentum_correction = momentum_correction
+        self.steps_per_epoch = steps_per_epoch
+        self.current_epoch = None
+        self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
+
+    def _in_range(self, epoch):
+        return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
+
+    def _adjust(self, epoch):
+        _set_lr(self.model.optimizer, self.initial_lr * self.multiplier(epoch))
+
+    def on_train_begin(self, logs=None):
+        if self.steps_per_epoch is None:
+            self.steps_per_epoch = (self.params or {}).get("steps")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+        if self.staircase and self._in_range(epoch):
+            self._adjust(epoch)
+
+    def on_batch_begin(self, batch, logs=None):
+        if self.staircase or not self._in_range(self.current_epoch):
+            return
+        if not self.steps_per_epoch:
+            raise ValueError("steps_per_epoch is needed when staircase=False and Keras does "
+                             "not know the number of steps")
+        self._adjust(self.current_epoch + float(batch) / self.steps_per_epoch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = _get_lr(self.model.optimizer)
+
+
+class LearningRateWarmupCallback(LearningRateScheduleCallback):
+    """Ramps the learning rate from initial_lr / size() to initial_lr over warmup_epochs
+    (Goyal et al.), batch by batch."""
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0):
+        def multiplier(epoch):
+            n = mpi_ops.size()
+            return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
+        super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
+                         staircase=False, momentum_correction=momentum_correction,
+                         steps_per_epoch=steps_per_epoch)
+        self.verbose = verbose
+        self.warmup_epochs = warmup_epochs
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.warmup_epochs - 1:
+            _set_lr(self.model.optimizer, self.initial_lr)  # the ramp ends exactly at initial_lr
+        super().on_epoch_end(epoch, logs)
+        if epoch == self.warmup_epochs - 1 and self.verbose > 0 and mpi_ops.rank() == 0:
+            print("\nEpoch %d: finished gradual learning rate warmup to %g."
+                  % (epoch + 1, _get_lr(self.model.optimizer)))
