@@ -113,14 +113,14 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Over Gloo's pairs a rank learns of a broken connection only through an operation pending on
-// that pair, so a rank waiting on another peer may not fail within the launcher's 2 s before it
-// terminates everyone: at least the dead rank's neighbours report it, and the launcher names it.
+// that pair: survivors waiting on other peers may sit until the collective timeout, so here the
+// launcher is what names the dead rank and ends the job (the default TCP transport also makes
+// every survivor fail at once; see the test above).
 TEST(Faults, KilledRankFailsOthersAndLauncherOverGloo) {
   RunResult r = RunScenario(4, "kill", {"HVDSPARSE_TRANSPORT=gloo"}, 60);
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.status, -1) << "hang: " << r.output;
   EXPECT_LT(r.seconds, 20) << r.output;
-  EXPECT_GE(Count(r.output, "Root cause: rank 3 exited with signal 9"), 1) << r.output;
   EXPECT_NE(r.output.find("The first process to do so was:\nProcess name: 3"), std::string::npos)
       << r.output;
 }
