@@ -1,50 +1,22 @@
 """Gradient compression on the wire: Compression.none, fp16 and bf16."""
 import torch
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress(tensor, context) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from hvdsparse.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+def _is_floating(t):
+    return t.dtype.is_floating_point
 
 
-def _cast_compressor(wire_dtype):
-    class _Cast(Compressor):
-        @staticmethod
-        def compress(tensor):
-            if tensor.dtype.is_floating_point and tensor.dtype != wire_dtype:
-                return tensor.type(wire_dtype), tensor.dtype
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor if ctx is None else tensor.type(ctx)
-    return _Cast
+def _cast(t, dtype):
+    return t.type(dtype)
 
 
-class FP16Compressor(_cast_compressor(torch.float16)):
+class FP16Compressor(cast_compressor(torch.float16, _is_floating, _cast)):
     """Floating-point tensors travel as float16 and come back in their own dtype."""
 
 
-class BF16Compressor(_cast_compressor(torch.bfloat16)):
+class BF16Compressor(cast_compressor(torch.bfloat16, _is_floating, _cast)):
     """Floating-point tensors travel as bfloat16 (Horovod has no bf16 compressor; we do)."""
 
 

@@ -1,50 +1,18 @@
 """Gradient compression on the wire: Compression.none, fp16 and bf16."""
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress(tensor, context) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from hvdsparse.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
 
 
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+def _is_floating(t):
+    return t.dtype.is_floating
 
 
-def _cast_compressor(wire_dtype):
-    class _Cast(Compressor):
-        @staticmethod
-        def compress(tensor):
-            if tensor.dtype.is_floating and tensor.dtype != wire_dtype:
-                return tf.cast(tensor, wire_dtype), tensor.dtype
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor if ctx is None else tf.cast(tensor, ctx)
-    return _Cast
-
-
-class FP16Compressor(_cast_compressor(tf.float16)):
+class FP16Compressor(cast_compressor(tf.float16, _is_floating, tf.cast)):
     """Floating-point tensors travel as float16 and come back in their own dtype."""
 
 
-class BF16Compressor(_cast_compressor(tf.bfloat16)):
+class BF16Compressor(cast_compressor(tf.bfloat16, _is_floating, tf.cast)):
     """Floating-point tensors travel as bfloat16 (an hvdsparse addition)."""
 
 
