@@ -170,26 +170,11 @@ done:
   return rc;
 }
 
-hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t** out,
-                              int32_t* nout, int* shutdown) {
-  *out = NULL;
-  *nout = 0;
-  *shutdown = 0;
-  double t_start = hvds__now();
-  pop_queue(s);
-
-  const size_t words = 1 + ((size_t)s->cache.cap + 63) / 64;
-  uint64_t stackv[2 * 17];
-  uint64_t* v = words * 2 <= 34 ? stackv : calloc(words * 2, sizeof(uint64_t));
-  if (v == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t* inv = v + words;
-  memset(v, 0, words * 2 * sizeof(uint64_t));
-
-  /* Classify pending entries not yet sent: cache hit (a bit), invalid, or uncached. */
+/* Sets this rank's bit vector: a bit per cached tensor it has ready, the flags in word 0, and in
+ * inv the slots whose cached parameters no longer match. */
+static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t* inv) {
   double stall = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
   double now = hvds__now();
-  hvds_request_t* mine = NULL;
-  int32_t nmine = 0, capmine = 0;
   int uncached = 0, invalid = 0;
   for (size_t i = 0; i < s->pending.cap; i++) {
     if (!hvds__name_map_live(&s->pending, i)) continue;
@@ -198,6 +183,7 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
     hvds_request_t r;
     int32_t bit;
     hvds_cache_state_t st = classify(s, e, &r, &bit);
+    /* A hit waiting past the stall time goes through rank 0, so the inspector can see it. */
     if (st == HVDS_CACHE_HIT && now - e->enqueue_time > stall) st = HVDS_CACHE_INVALID;
     if (st == HVDS_CACHE_HIT) {
       v[1 + bit / 64] |= 1ull << (bit % 64);
@@ -220,77 +206,115 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
       if (hvds__cache_get(&s->cache, b)) v[1 + b / 64] |= 1ull << (b % 64);
   v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
          (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING);
+}
 
+/* One AND across ranks (and an OR of invalid slots, erased everywhere, when any rank has one). */
+static hvds_result_t agree(hvds_pset_t* s, uint64_t* v, uint64_t* inv, size_t words) {
   hvds_result_t rc = bit_allreduce(s, v, words, HVDS_REDUCE_BAND);
-  if (rc != HVDS_SUCCESS) goto done;
-  *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
-  s->busy_anywhere = !(v[0] & FLAG_NO_PENDING);
-  if (!(v[0] & FLAG_NO_INVALID)) {
-    rc = bit_allreduce(s, inv, words, HVDS_REDUCE_BOR);
-    if (rc != HVDS_SUCCESS) goto done;
-    for (int32_t b = 0; b < s->cache.cap; b++)
-      if (inv[1 + b / 64] & (1ull << (b % 64))) {
-        hvds__cache_erase(&s->cache, b);
-        v[1 + b / 64] &= ~(1ull << (b % 64));
-      }
-  }
+  if (rc != HVDS_SUCCESS || (v[0] & FLAG_NO_INVALID)) return rc;
+  rc = bit_allreduce(s, inv, words, HVDS_REDUCE_BOR);
+  if (rc != HVDS_SUCCESS) return rc;
+  for (int32_t b = 0; b < s->cache.cap; b++)
+    if (inv[1 + b / 64] & (1ull << (b % 64))) {
+      hvds__cache_erase(&s->cache, b);
+      v[1 + b / 64] &= ~(1ull << (b % 64));
+    }
+  return HVDS_SUCCESS;
+}
 
-  hvds_response_t* resps = NULL;
-  int32_t nresps = 0, cap = 0;
-  /* Fast path: tensors every rank has ready and cached, in slot order. */
+typedef struct {
+  hvds_response_t* items;
+  int32_t n, cap;
+} resp_list_t;
+
+/* Fast path: tensors every rank has ready and cached, in slot order. */
+static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* out) {
   for (int32_t b = 0; b < s->cache.cap; b++) {
     if (!(v[1 + b / 64] & (1ull << (b % 64)))) continue;
     const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
     hvds_entry_t* e = ce ? hvds__name_map_get(&s->pending, ce->name) : NULL;
     if (ce == NULL || (e == NULL && !s->joined)) continue; /* cannot happen: bits agree */
-    hvds_response_t* r = hvds__resp_push(&resps, &nresps, &cap);
-    if (r == NULL || hvds__cache_response(&s->cache, b, r) != 0) { rc = HVDS_SYSTEM_ERROR; break; }
+    hvds_response_t* r = hvds__resp_push(&out->items, &out->n, &out->cap);
+    if (r == NULL || hvds__cache_response(&s->cache, b, r) != 0) return HVDS_SYSTEM_ERROR;
     if (e) e->sent = 1;
     hvds__cache_touch(&s->cache, b);
   }
+  return HVDS_SUCCESS;
+}
 
-  /* Slow path: anything uncached anywhere goes through rank 0. */
-  if (rc == HVDS_SUCCESS && !(v[0] & FLAG_NO_UNCACHED)) {
-    for (size_t i = 0; i < s->pending.cap; i++) {
-      if (!hvds__name_map_live(&s->pending, i)) continue;
-      hvds_entry_t* e = s->pending.slots[i].value;
-      if (e->sent) continue;
-      hvds_request_t r;
-      int32_t bit;
-      if (classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
-      if (nmine == capmine) {
-        capmine = capmine ? capmine * 2 : 16;
-        hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));
-        if (m == NULL) { rc = HVDS_SYSTEM_ERROR; break; }
-        mine = m;
+/* Slow path: this rank's uncached requests go to the set's rank 0, every rank gets its answer
+ * and caches it in the same order, so slot numbers keep agreeing. */
+static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
+  hvds_request_t* mine = NULL;
+  int32_t nmine = 0, capmine = 0;
+  hvds_result_t rc = HVDS_SUCCESS;
+  for (size_t i = 0; i < s->pending.cap && rc == HVDS_SUCCESS; i++) {
+    if (!hvds__name_map_live(&s->pending, i)) continue;
+    hvds_entry_t* e = s->pending.slots[i].value;
+    hvds_request_t r;
+    int32_t bit;
+    if (e->sent || classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
+    if (nmine == capmine) {
+      capmine = capmine ? capmine * 2 : 16;
+      hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));
+      if (m == NULL) {
+        rc = HVDS_SYSTEM_ERROR;
+        break;
       }
-      mine[nmine++] = r;
-      e->sent = 1;
-      if (e->type == HVDS_MSG_JOIN) s->joined = 1;
+      mine = m;
     }
-    hvds_response_t* slow = NULL;
-    int32_t nslow = 0;
-    if (rc == HVDS_SUCCESS) rc = slow_path(s, mine, nmine, &slow, &nslow);
-    for (int32_t i = 0; i < nslow; i++) {
-      /* Every rank caches the same responses in the same order, so slots agree. */
-      if (slow[i].type == HVDS_MSG_ALLREDUCE) hvds__cache_put(&s->cache, &slow[i], 0);
-      hvds_response_t* r = rc == HVDS_SUCCESS ? hvds__resp_push(&resps, &nresps, &cap) : NULL;
-      if (r) *r = slow[i]; else hvds__response_free(&slow[i]);
-    }
-    free(slow);
+    mine[nmine++] = r; /* borrows e's name */
+    e->sent = 1;
+    if (e->type == HVDS_MSG_JOIN) s->joined = 1;
   }
-  HVDS_TRACE("set %d cycle: %zu pending, %d responses, slow path %d, %.3f ms", s->id,
-             s->pending.count, nresps, !(v[0] & FLAG_NO_UNCACHED), (hvds__now() - t_start) * 1e3);
-  if (rc == HVDS_SUCCESS) {
-    if (hvds__fuse_responses(resps, nresps, rt.fusion_threshold, out, nout) != 0)
-      rc = HVDS_SYSTEM_ERROR;
-    free(resps); /* items moved into *out */
-  } else {
-    for (int32_t i = 0; i < nresps; i++) hvds__response_free(&resps[i]);
-    free(resps);
+  hvds_response_t* slow = NULL;
+  int32_t nslow = 0;
+  if (rc == HVDS_SUCCESS) rc = slow_path(s, mine, nmine, &slow, &nslow);
+  for (int32_t i = 0; i < nslow; i++) {
+    if (slow[i].type == HVDS_MSG_ALLREDUCE) hvds__cache_put(&s->cache, &slow[i], 0);
+    hvds_response_t* r = rc == HVDS_SUCCESS ? hvds__resp_push(&out->items, &out->n, &out->cap) : NULL;
+    if (r) *r = slow[i]; else hvds__response_free(&slow[i]);
   }
-done:
+  free(slow);
   free(mine);
+  return rc;
+}
+
+hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t** out,
+                              int32_t* nout, int* shutdown) {
+  *out = NULL;
+  *nout = 0;
+  *shutdown = 0;
+  double t_start = hvds__now();
+  pop_queue(s);
+
+  const size_t words = 1 + ((size_t)s->cache.cap + 63) / 64;
+  uint64_t stackv[2 * 17];
+  uint64_t* v = words * 2 <= 34 ? stackv : calloc(words * 2, sizeof(uint64_t));
+  if (v == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t* inv = v + words;
+  memset(v, 0, words * 2 * sizeof(uint64_t));
+  fill_vector(s, want_shutdown, v, inv);
+
+  resp_list_t resps = {NULL, 0, 0};
+  hvds_result_t rc = agree(s, v, inv, words);
+  if (rc == HVDS_SUCCESS) {
+    *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
+    s->busy_anywhere = !(v[0] & FLAG_NO_PENDING);
+    rc = fast_path(s, v, &resps);
+  }
+  if (rc == HVDS_SUCCESS && !(v[0] & FLAG_NO_UNCACHED)) rc = slow_round(s, &resps);
+  HVDS_TRACE("set %d cycle: %zu pending, %d responses, slow path %d, %.3f ms", s->id,
+             s->pending.count, resps.n, !(v[0] & FLAG_NO_UNCACHED), (hvds__now() - t_start) * 1e3);
+  if (rc == HVDS_SUCCESS &&
+      hvds__fuse_responses(resps.items, resps.n, rt.fusion_threshold, out, nout) != 0)
+    rc = HVDS_SYSTEM_ERROR;
+  if (rc == HVDS_SUCCESS) {
+    free(resps.items); /* items moved into *out */
+  } else {
+    for (int32_t i = 0; i < resps.n; i++) hvds__response_free(&resps.items[i]);
+    free(resps.items);
+  }
   if (v != stackv) free(v);
   return rc;
 }
