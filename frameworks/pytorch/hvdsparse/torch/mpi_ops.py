@@ -1,18 +1,16 @@
 """Collectives on torch tensors over libhvdsparse (ctypes), with Horovod's torch API.
 
-Handles are the runtime's integer handles. _handle_map keeps each operation's tensors alive until
+Handles are the runtime's integer handles; handles.py keeps each operation's tensors alive until
 synchronize(). CPU tensors go to the runtime zero-copy through data_ptr(); outputs whose shape is
 known only after negotiation (allgather, alltoall, reducescatter) are torch tensors created by an
 allocation callback that the runtime calls on its coordinator thread.
 """
 import ctypes
-import itertools
-import threading
 import warnings
 
 import torch
 
-from hvdsparse.common import _lib, basics, util
+from hvdsparse.common import _lib, util
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,
@@ -24,186 +22,9 @@ from hvdsparse.common.ops import Average, Sum, Adasum, Min, Max, Product, check_
 from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # noqa: F401
                                            add_process_set, remove_process_set)
 
-# ---- dtypes ----------------------------------------------------------------------------------
-_TO_C = {torch.uint8: _lib.UINT8, torch.int8: _lib.INT8, torch.int16: _lib.INT16,
-         torch.int32: _lib.INT32, torch.int64: _lib.INT64, torch.float16: _lib.FLOAT16,
-         torch.float32: _lib.FLOAT32, torch.float64: _lib.FLOAT64, torch.bool: _lib.BOOL,
-         torch.bfloat16: _lib.BFLOAT16}
-if hasattr(torch, "uint16"):
-    _TO_C[torch.uint16] = _lib.UINT16
-_FROM_C = {v: k for k, v in _TO_C.items()}
-
-
-def _check_tensor(tensor):
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError("Expected a torch.Tensor, got %s." % type(tensor).__name__)
-    if tensor.device.type != "cpu":
-        raise NotImplementedError(
-            "hvdsparse: tensor on %s: GPU tensors need the NCCL backend, which this build of "
-            "hvdsparse does not run (nccl_built() == %d). Move the tensor to the CPU."
-            % (tensor.device, basics.nccl_built()))
-    if tensor.dtype not in _TO_C:
-        raise ValueError("Tensor type %s is not supported." % tensor.type())
-    if tensor.is_sparse:
-        raise ValueError("Sparse tensors are not supported here; use sparse_allreduce_async.")
-    if tensor.dim() > _lib.MAX_DIMS:
-        raise ValueError("Tensors of more than %d dimensions are not supported." % _lib.MAX_DIMS)
-
-
-def _view(tensor):
-    """hvds_tensor_t over a contiguous CPU tensor."""
-    v = _lib.Tensor()
-    v.data = tensor.data_ptr() or None
-    v.dtype = _TO_C[tensor.dtype]
-    v.device = -1
-    v.ndim = tensor.dim()
-    for i, d in enumerate(tensor.shape):
-        v.shape[i] = d
-    return v
-
-
-def _require_init():
-    if not _lib.lib().hvds_is_initialized():
-        raise ValueError(basics.NOT_INITIALIZED)
-
-
-def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0):
-    """hvds_op_options_t for one operation, named as Horovod names it."""
-    ps = _set_id(process_set)
-    return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank)
-
-
-def _set_id(process_set):
-    if process_set.process_set_id is None:
-        raise ValueError("Process set has not been registered: call hvd.add_process_set() "
-                         "first.")
-    return process_set.process_set_id
-
-
-# ---- handles ---------------------------------------------------------------------------------
-class _Pending:
-    """One operation in flight: what keeps its memory alive and how to build its result."""
-    __slots__ = ("keep", "finish", "alloc_key")
-
-    def __init__(self, keep, finish, alloc_key=None):
-        self.keep = keep
-        self.finish = finish
-        self.alloc_key = alloc_key
-
-
-_handle_map = {}
-_map_lock = threading.Lock()
-
-# Outputs created by the allocation callback: alloc key -> {data_ptr: tensor}.
-_alloc_store = {}
-_alloc_keys = itertools.count(1)
-_ZERO = ctypes.create_string_buffer(8)  # non-NULL address handed out for empty outputs
-
-
-def _alloc_cb(ctx, dtype, ndim, shape, nbytes):
-    try:
-        dims = [shape[i] for i in range(ndim)]
-        t = torch.empty(dims, dtype=_FROM_C[dtype])
-        if nbytes == 0 or t.numel() == 0:
-            return ctypes.addressof(_ZERO)
-        store = _alloc_store.get(ctx)
-        if store is None:
-            return None
-        ptr = t.data_ptr()
-        store[ptr] = t
-        return ptr
-    except Exception:  # a Python exception must not cross into C: fail the operation instead
-        return None
-
-
-_ALLOC = _lib.ALLOC_FN(_alloc_cb)
-
-
-def _new_alloc(opts):
-    key = next(_alloc_keys)
-    _alloc_store[key] = {}
-    opts.alloc = _ALLOC
-    opts.alloc_ctx = key
-    return key
-
-
-def _output(handle, i, alloc_key):
-    """Output i of a finished handle as a torch tensor (the callback's, else a copy)."""
-    t = _lib.Tensor()
-    basics.check(_lib.lib().hvds_handle_output(handle, i, ctypes.byref(t)), "output")
-    dims = [t.shape[d] for d in range(t.ndim)]
-    dtype = _FROM_C[t.dtype]
-    store = _alloc_store.get(alloc_key, {})
-    if t.data in store:
-        return store.pop(t.data)
-    out = torch.empty(dims, dtype=dtype)
-    nbytes = out.numel() * out.element_size()
-    if nbytes and t.data and t.data != ctypes.addressof(_ZERO):
-        ctypes.memmove(out.data_ptr(), t.data, nbytes)
-    return out
-
-
-def _register(handle, keep, finish, alloc_key=None):
-    with _map_lock:
-        _handle_map[handle] = _Pending(keep, finish, alloc_key)
-    return handle
-
-
-def _enqueue(fn, *args, what):
-    """Runs an hvds_*_async call; raises ValueError & co. at enqueue as Horovod does."""
-    h = ctypes.c_int64(0)
-    rc = fn(*args, ctypes.byref(h))
-    if rc != _lib.SUCCESS:
-        msg = _lib.last_error() or _lib.result_str(rc)
-        raise basics.error_for(rc, msg)
-    return h.value
-
-
-def _reset(event):
-    with _map_lock:
-        _handle_map.clear()
-    _alloc_store.clear()
-    util.reset_counters()
-
-
-basics.register_reset_hook(_reset)
-
-
-def _wait(handle):
-    """Waits in slices so that Ctrl-C still works; returns the operation's status."""
-    lib = _lib.lib()
-    while True:
-        rc = lib.hvds_wait(handle, 1000)
-        if rc != _lib.TIMEOUT:
-            return rc
-        if lib.hvds_poll(handle) == 1:
-            return lib.hvds_wait(handle, 0)
-
-
-def _poll_one(handle):
-    if handle not in _handle_map:
-        return True
-    return _lib.lib().hvds_poll(handle) != 0
-
-
-def _synchronize_one(handle):
-    with _map_lock:
-        pending = _handle_map.pop(handle, None)
-    if pending is None:
-        return None
-    lib = _lib.lib()
-    try:
-        rc = _wait(handle)
-        if rc != _lib.SUCCESS:
-            msg = _lib.handle_error(handle) or _lib.result_str(rc)
-            if rc == _lib.INVALID_ARGUMENT:
-                raise ValueError(msg)
-            raise HorovodInternalError(msg)
-        return pending.finish(handle)
-    finally:
-        lib.hvds_release(handle)
-        if pending.alloc_key is not None:
-            _alloc_store.pop(pending.alloc_key, None)
+from hvdsparse.torch.handles import (_alloc_store, _check_tensor, _enqueue, _new_alloc, _options,
+                                     _output, _poll_one, _register, _require_init, _set_id,
+                                     _synchronize_one, _view, _wait)
 
 
 def _resolve_op(average, op):
