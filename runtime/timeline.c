@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "evbuf.h"
 #include "log.h"
 
 #define TERMINATOR "\n]\n"
@@ -39,15 +40,6 @@
 #define DEFAULT_FLUSH_BYTES (1u << 20)   /* wake the writer early past this much */
 #define DEFAULT_MAX_BUFFERED (64u << 20) /* pending + in-flight bytes before dropping */
 #define KEEP_CAPACITY (4u << 20)         /* writer frees larger buffers after a flush */
-
-/* A growable byte buffer of formatted events. */
-typedef struct {
-  char* data;
-  size_t len;
-  size_t cap;
-  int events; /* complete events held */
-  int oom;    /* an append failed since the last ev_open */
-} evbuf_t;
 
 /* One tensor name, shown as one trace process. */
 typedef struct {
@@ -85,129 +77,6 @@ struct hvds_timeline {
   size_t nslots; /* power of two */
 };
 
-/* ---- Buffers and JSON formatting ---- */
-
-static int buf_reserve(evbuf_t* b, size_t extra) {
-  if (b->oom) return 0;
-  if (b->len + extra <= b->cap) return 1;
-  size_t cap = b->cap ? b->cap : 64 * 1024;
-  while (cap < b->len + extra) cap *= 2;
-  char* data = realloc(b->data, cap);
-  if (!data) {
-    b->oom = 1;
-    return 0;
-  }
-  b->data = data;
-  b->cap = cap;
-  return 1;
-}
-
-static void buf_putn(evbuf_t* b, const char* s, size_t n) {
-  if (!buf_reserve(b, n)) return;
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-}
-
-static void buf_puts(evbuf_t* b, const char* s) { buf_putn(b, s, strlen(s)); }
-
-static void buf_printf(evbuf_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(evbuf_t* b, const char* fmt, ...) {
-  char small[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(small)) {
-    b->oom = 1;  // only short numeric fields are formatted this way
-    return;
-  }
-  buf_putn(b, small, (size_t)n);
-}
-
-/* Length of the valid UTF-8 sequence at p (2..4), or 0 if it is not valid UTF-8. */
-static size_t utf8_len(const unsigned char* p) {
-  unsigned c = p[0];
-  size_t n;
-  unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;  // overlong
-    if (c == 0xed) hi = 0x9f;  // surrogates
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;  // overlong
-    if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++) {
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  }
-  return n;
-}
-
-/* Appends s escaped for the inside of a JSON string; invalid UTF-8 becomes U+FFFD. */
-static void buf_put_escaped(evbuf_t* b, const char* s) {
-  const unsigned char* p = (const unsigned char*)(s ? s : "");
-  while (*p) {
-    unsigned c = *p;
-    if (c == '"' || c == '\\') {
-      char esc[2] = {'\\', (char)c};
-      buf_putn(b, esc, 2);
-      p++;
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\n':
-          buf_puts(b, "\\n");
-          break;
-        case '\t':
-          buf_puts(b, "\\t");
-          break;
-        case '\r':
-          buf_puts(b, "\\r");
-          break;
-        default:
-          buf_printf(b, "\\u%04x", c);
-          break;
-      }
-      p++;
-    } else if (c < 0x80) {
-      const unsigned char* start = p;
-      while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
-      buf_putn(b, (const char*)start, (size_t)(p - start));
-    } else {
-      size_t n = utf8_len(p);
-      if (n) {
-        buf_putn(b, (const char*)p, n);
-        p += n;
-      } else {
-        buf_puts(b, "\\ufffd");
-        p++;
-      }
-    }
-  }
-}
-
-/* Appends JSON text verbatim except that control characters become spaces: outside strings
- * they are whitespace, inside strings they would make the file invalid. */
-static void buf_put_json_text(evbuf_t* b, const char* s) {
-  size_t n = strlen(s);
-  if (!buf_reserve(b, n)) return;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    b->data[b->len++] = c < 0x20 ? ' ' : (char)c;
-  }
-}
-
-static void buf_put_string(evbuf_t* b, const char* s) {
-  buf_putn(b, "\"", 1);
-  buf_put_escaped(b, s);
-  buf_putn(b, "\"", 1);
-}
-
 /* ---- Time ---- */
 
 static int64_t clock_ns(clockid_t id) {
@@ -231,14 +100,14 @@ static void drop_locked(hvds_timeline_t* tl, int events, int cap) {
 static size_t ev_open(hvds_timeline_t* tl) {
   size_t mark = tl->pending.len;
   tl->pending.oom = 0;
-  buf_puts(&tl->pending, ",\n{");
+  hvds__evbuf_puts(&tl->pending, ",\n{");
   return mark;
 }
 
 /* Ends the event; keeps it (returns 1) or rolls it back and counts it dropped (returns 0). */
 static int ev_close(hvds_timeline_t* tl, size_t mark) {
   evbuf_t* b = &tl->pending;
-  buf_putn(b, "}", 1);
+  hvds__evbuf_putn(b, "}", 1);
   if (b->oom || b->len + tl->inflight > tl->max_buffered) {
     b->len = mark;
     b->oom = 0;
@@ -258,35 +127,35 @@ static size_t ev_begin(hvds_timeline_t* tl, const char* ph, const char* name_pre
                        const char* name) {
   size_t mark = ev_open(tl);
   evbuf_t* b = &tl->pending;
-  buf_puts(b, "\"ph\":\"");
-  buf_puts(b, ph);
-  buf_putn(b, "\"", 1);
+  hvds__evbuf_puts(b, "\"ph\":\"");
+  hvds__evbuf_puts(b, ph);
+  hvds__evbuf_putn(b, "\"", 1);
   if (name) {
-    buf_puts(b, ",\"name\":\"");
-    if (name_prefix) buf_puts(b, name_prefix);
-    buf_put_escaped(b, name);
-    buf_putn(b, "\"", 1);
+    hvds__evbuf_puts(b, ",\"name\":\"");
+    if (name_prefix) hvds__evbuf_puts(b, name_prefix);
+    hvds__evbuf_put_escaped(b, name);
+    hvds__evbuf_putn(b, "\"", 1);
   }
-  buf_printf(b, ",\"ts\":%lld", now_us(tl));
+  hvds__evbuf_printf(b, ",\"ts\":%lld", now_us(tl));
   return mark;
 }
 
 /* A plain E event for the tensor. */
 static int emit_end_locked(hvds_timeline_t* tl, const tensor_t* t) {
   size_t mark = ev_begin(tl, "E", NULL, NULL);
-  buf_printf(&tl->pending, ",\"pid\":%d", t->pid);
+  hvds__evbuf_printf(&tl->pending, ",\"pid\":%d", t->pid);
   return ev_close(tl, mark);
 }
 
 static int emit_meta_locked(hvds_timeline_t* tl, const tensor_t* t) {
   size_t mark = ev_open(tl);
-  buf_printf(&tl->pending,
+  hvds__evbuf_printf(&tl->pending,
              "\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", t->pid);
-  buf_put_string(&tl->pending, t->name);
-  buf_puts(&tl->pending, "}");
+  hvds__evbuf_put_string(&tl->pending, t->name);
+  hvds__evbuf_puts(&tl->pending, "}");
   if (!ev_close(tl, mark)) return 0;
   mark = ev_open(tl);
-  buf_printf(&tl->pending,
+  hvds__evbuf_printf(&tl->pending,
              "\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}",
              t->pid, t->pid);
   return ev_close(tl, mark);
@@ -392,7 +261,7 @@ void hvds__timeline_negotiate_start(hvds_timeline_t* tl, const char* tensor, con
   tensor_t* t = tensor_use_locked(tl, tensor);
   if (t && !t->negotiating) {
     size_t mark = ev_begin(tl, "B", "NEGOTIATE_", req_type ? req_type : "");
-    buf_printf(&tl->pending, ",\"pid\":%d", t->pid);
+    hvds__evbuf_printf(&tl->pending, ",\"pid\":%d", t->pid);
     t->negotiating = ev_close(tl, mark);
   }
   event_unlock(tl);
@@ -403,7 +272,7 @@ void hvds__timeline_negotiate_rank_ready(hvds_timeline_t* tl, const char* tensor
   tensor_t* t = tensor_use_locked(tl, tensor);
   if (t) {
     size_t mark = ev_open(tl);
-    buf_printf(&tl->pending, "\"ph\":\"X\",\"name\":\"%d\",\"ts\":%lld,\"pid\":%d,\"dur\":0", rank,
+    hvds__evbuf_printf(&tl->pending, "\"ph\":\"X\",\"name\":\"%d\",\"ts\":%lld,\"pid\":%d,\"dur\":0", rank,
                now_us(tl), t->pid);
     ev_close(tl, mark);
   }
@@ -430,10 +299,10 @@ void hvds__timeline_start(hvds_timeline_t* tl, const char* tensor, const char* r
     if (t->in_op) emit_end_locked(tl, t);
     t->negotiating = t->in_activity = t->in_op = 0;
     size_t mark = ev_begin(tl, "B", NULL, resp_type ? resp_type : "");
-    buf_printf(&tl->pending, ",\"pid\":%d", t->pid);
+    hvds__evbuf_printf(&tl->pending, ",\"pid\":%d", t->pid);
     if (args_json && *args_json) {
-      buf_puts(&tl->pending, ",\"args\":");
-      buf_put_json_text(&tl->pending, args_json);
+      hvds__evbuf_puts(&tl->pending, ",\"args\":");
+      hvds__evbuf_put_json_text(&tl->pending, args_json);
     }
     t->in_op = ev_close(tl, mark);
   }
@@ -446,7 +315,7 @@ void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor, cons
   if (t) {
     if (t->in_activity) emit_end_locked(tl, t);
     size_t mark = ev_begin(tl, "B", NULL, activity ? activity : "");
-    buf_printf(&tl->pending, ",\"pid\":%d", t->pid);
+    hvds__evbuf_printf(&tl->pending, ",\"pid\":%d", t->pid);
     t->in_activity = ev_close(tl, mark);
   }
   event_unlock(tl);
@@ -472,11 +341,11 @@ void hvds__timeline_end(hvds_timeline_t* tl, const char* tensor, const char* dty
   }
   if (t && t->in_op) {
     size_t mark = ev_begin(tl, "E", NULL, NULL);
-    buf_printf(&tl->pending, ",\"pid\":%d,\"args\":{\"dtype\":", t->pid);
-    buf_put_string(&tl->pending, dtype_name ? dtype_name : "");
-    buf_puts(&tl->pending, ",\"shape\":");
-    buf_put_string(&tl->pending, shape_text ? shape_text : "");
-    buf_puts(&tl->pending, "}");
+    hvds__evbuf_printf(&tl->pending, ",\"pid\":%d,\"args\":{\"dtype\":", t->pid);
+    hvds__evbuf_put_string(&tl->pending, dtype_name ? dtype_name : "");
+    hvds__evbuf_puts(&tl->pending, ",\"shape\":");
+    hvds__evbuf_put_string(&tl->pending, shape_text ? shape_text : "");
+    hvds__evbuf_puts(&tl->pending, "}");
     ev_close(tl, mark);
     t->in_op = 0;
   }
@@ -486,7 +355,7 @@ void hvds__timeline_end(hvds_timeline_t* tl, const char* tensor, const char* dty
 void hvds__timeline_mark_cycle(hvds_timeline_t* tl) {
   if (!tl || !tl->mark_cycles || !event_lock(tl)) return;
   size_t mark = ev_begin(tl, "i", NULL, "CYCLE_START");
-  buf_puts(&tl->pending, ",\"s\":\"g\"");
+  hvds__evbuf_puts(&tl->pending, ",\"s\":\"g\"");
   ev_close(tl, mark);
   event_unlock(tl);
 }
@@ -651,14 +520,14 @@ static void timeline_free(hvds_timeline_t* tl) {
  * the flushes; returns 0 or an errno value. */
 static int write_head(hvds_timeline_t* tl) {
   evbuf_t head = {0};
-  buf_printf(&head,
+  hvds__evbuf_printf(&head,
              "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,"
              "\"args\":{\"start_time_since_epoch_in_micros\":%lld}}",
              (long long)(clock_ns(CLOCK_REALTIME) / 1000));
-  buf_puts(&head,
+  hvds__evbuf_puts(&head,
            ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,"
            "\"args\":{\"sort_index\":0}}");
-  buf_puts(&head, TERMINATOR);
+  hvds__evbuf_puts(&head, TERMINATOR);
   while (flock(tl->fd, LOCK_EX) != 0 && errno == EINTR) {
   }
   int err = head.oom ? ENOMEM : ftruncate(tl->fd, 0) != 0 ? errno : 0;
