@@ -2,7 +2,6 @@
 
 The runtime is initialised once per test (idempotent) and left running between tests."""
 import os
-import sys
 
 import pytest
 
@@ -45,17 +44,3 @@ def rank_values(r, shape, dtype):
         n *= d
     base = (tf.range(n, dtype=tf.int64) + r) % 3 + (1 if r == 0 else 0)
     return tf.cast(tf.reshape(base, shape), dtype)
-
-
-def pytest_unconfigure(config):
-    """A failure on one rank must not leave the others waiting in a collective: leave at once
-    so that the peers see a dead rank and fail too."""
-    status = getattr(config, "_hvds_exitstatus", 0)
-    if status:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(status))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    session.config._hvds_exitstatus = exitstatus

@@ -3,7 +3,6 @@
 The runtime is initialised once per test (idempotent, with dynamic process sets) and left
 running between tests; test_basics.py checks shutdown and re-initialisation explicitly."""
 import os
-import sys
 
 import pytest
 
@@ -29,17 +28,3 @@ def rank_values(r, shape, dtype):
         n *= d
     base = (torch.arange(n, dtype=torch.int64) + r) % 3 + (1 if r == 0 else 0)
     return base.reshape(shape).to(dtype)
-
-
-def pytest_unconfigure(config):
-    """A failure on one rank must not leave the others waiting in a collective: leave at once
-    (no orderly shutdown), so that the peers see a dead rank and fail too."""
-    status = getattr(config, "_hvds_exitstatus", 0)
-    if status:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(status))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    session.config._hvds_exitstatus = exitstatus
