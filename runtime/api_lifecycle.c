@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "bootstrap.h"
+#include "collectives.h"
 #include "coordinator.h"
 #include "handle.h"
 #include "log.h"
@@ -97,6 +98,15 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
+  /* Knobs the hot path reads, once per init rather than once per operation. */
+  const char* algo = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
+  rt.allreduce_algo = algo && !strcmp(algo, "ring") ? HVDS_ALGO_RING
+                      : algo && !strcmp(algo, "rhd") ? HVDS_ALGO_RHD
+                                                     : HVDS_ALGO_AUTO;
+  rt.rhd_max_bytes = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
+  rt.ring_chunk_bytes = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
+  rt.stall_check_s = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
+  rt.stall_check_disabled = hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE) > 0;
   rt.idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
   rt.idle_cycles = 0;
   rt.world_epoch = 0;

@@ -10,7 +10,6 @@
 #include "fusion.h"
 #include "log.h"
 #include "p2p.h"
-#include "param.h"
 #include "reduce.h"
 
 #define rt hvds__rt
@@ -173,7 +172,7 @@ done:
 /* Sets this rank's bit vector: a bit per cached tensor it has ready, the flags in word 0, and in
  * inv the slots whose cached parameters no longer match. */
 static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t* inv) {
-  double stall = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
+  double stall = rt.stall_check_s;
   double now = hvds__now();
   int uncached = 0, invalid = 0;
   for (size_t i = 0; i < s->pending.cap; i++) {
@@ -199,7 +198,7 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
    * inspector runs and its verdict reaches every rank. */
   if (s->my_rank == 0 && s->table.count > 0 &&
       now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) &&
-      !hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE))
+      !rt.stall_check_disabled)
     uncached = 1;
   if (s->joined) /* a joined rank agrees to every cached tensor and contributes zeros */
     for (int32_t b = 0; b < s->cache.cap; b++)

@@ -10,7 +10,6 @@
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
-#include "param.h"
 #include "reduce.h"
 #include "timeline.h"
 
@@ -134,8 +133,7 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
 /* Ring segment: the knob when set, else about four segments per block (so transfer and
  * reduction overlap) within 256 KiB..4 MiB; measured in docs/benchmarks.md. */
 static size_t ring_chunk(size_t bytes, int nranks) {
-  long long forced = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
-  if (forced > 0) return (size_t)forced;
+  if (rt.ring_chunk_bytes > 0) return (size_t)rt.ring_chunk_bytes;
   size_t chunk = bytes / (size_t)(nranks > 0 ? nranks : 1) / 4;
   if (chunk < (256u << 10)) chunk = 256u << 10;
   if (chunk > (4u << 20)) chunk = 4u << 20;
@@ -146,17 +144,15 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
-  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  const char* forced = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
-  if (forced && strcmp(forced, "ring") == 0) o.algorithm = HVDS_ALGO_RING;
-  if (forced && strcmp(forced, "rhd") == 0) o.algorithm = HVDS_ALGO_RHD;
-  long long rhd = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
-  if (rhd >= 0) o.rhd_max_bytes = (size_t)rhd;
+  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt.allreduce_algo, 0, 0};
+  if (rt.rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt.rhd_max_bytes;
   o.chunk_bytes = ring_chunk(total * esz, s->n);
-  char args[160];
-  snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
-           hvds__allreduce_choice(s->comm, total * esz, &o), r->nnames, total * esz);
-  hvds__tl_start(r, args);
+  if (rt.timeline) {
+    char args[160];
+    snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
+             hvds__allreduce_choice(s->comm, total * esz, &o), r->nnames, total * esz);
+    hvds__tl_start(r, args);
+  }
 
   void* buf;
   hvds_entry_t* e0 = x->entries[0];

@@ -135,6 +135,11 @@ typedef struct hvds_runtime {
 
   double cycle_ms;               /* coord */
   double spin_us;                /* coord: polling before sleeping between cycles */
+  int allreduce_algo;            /* init: hvds_algo_t forced by the knob, or 0 (auto) */
+  long long rhd_max_bytes;       /* init: largest halving-doubling allreduce; < 0 the default */
+  long long ring_chunk_bytes;    /* init: forced ring segment, or 0 */
+  double stall_check_s;          /* init: stall warning time */
+  int stall_check_disabled;      /* init */
   int idle_sleep_cycles;         /* coord: idle cycles before sleeping on the doorbell; 0 never */
   int idle_cycles;               /* coord: consecutive cycles in which no rank had work (the same
                                     count on every rank: it comes from the global set's flags) */
