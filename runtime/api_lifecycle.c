@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bootstrap.h"
 #include "collectives.h"
@@ -15,6 +16,7 @@
 #include "param.h"
 #include "process_set.h"
 #include "state.h"
+#include "tcp/tcp_p2p.h"
 #include "timeline.h"
 
 hvds_runtime_t hvds__rt = {
@@ -85,6 +87,13 @@ static void destroy_sets(void) {
   }
 }
 
+/* Polling beats sleeping only while no rank of this host waits for a core. */
+static void set_transport_polling(void) {
+  long long us = hvds__param_int(HVDS_PARAM_TCP_POLL_US);
+  if (us < 0) us = rt.local_size <= sysconf(_SC_NPROCESSORS_ONLN) ? 50 : 0;
+  hvds__tcp_p2p_set_poll_us(rt.world, (int)us); /* the local and cross views share it */
+}
+
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
   pthread_mutex_lock(&rt.life_mu);
   if (atomic_load(&rt.initialized)) {
@@ -98,6 +107,10 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
+  rt.caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
+  rt.cycle_owned = 0;
+  rt.cycle_result = 0;
+  rt.last_cycle_start = 0;
   /* Knobs the hot path reads, once per init rather than once per operation. */
   const char* algo = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
   rt.allreduce_algo = algo && !strcmp(algo, "ring") ? HVDS_ALGO_RING
@@ -112,6 +125,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.world_epoch = 0;
   rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
   hvds_result_t rc = hvds__bootstrap();
+  if (rc == HVDS_SUCCESS) set_transport_polling();
   if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
   const char* tl = hvds__param_str(HVDS_PARAM_TIMELINE);
   if (rc == HVDS_SUCCESS && tl && strcmp(tl, "DYNAMIC") != 0) {

@@ -4,12 +4,13 @@
 #include "coordinator.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "controller.h"
+#include "cycle.h"
 #include "execute.h"
 #include "log.h"
 #include "p2p.h"
@@ -25,11 +26,14 @@ void hvds__coord_wake_locked(void) {
   if (rt.coord_bell_sleeping && rt.world->ops->bell_interrupt) rt.world->ops->bell_interrupt(rt.world);
 }
 
-static int local_reason_locked(void) { return rt.wake || atomic_load(&rt.shutdown_requested); }
+static int local_reason_locked(void) {
+  return rt.wake || atomic_load(&rt.shutdown_requested) || rt.cycle_result;
+}
 
 /* Waits on the condition variable until local work, a stop, or the deadline (< 0: none).
  * Polls for a few microseconds first: work often follows a completion at once (the framework
- * enqueues its next tensor), and a futex wake-up costs more than that on a busy machine. */
+ * enqueues its next tensor), and a futex wake-up costs more than that on a busy machine. The
+ * wake flag stays set: whoever runs the next cycle clears it. */
 static void wait_local(double deadline) {
   double spin_until = hvds__now() + rt.spin_us * 1e-6;
   while (rt.spin_us > 0 && hvds__now() < spin_until && !__atomic_load_n(&rt.wake, __ATOMIC_ACQUIRE))
@@ -56,12 +60,12 @@ static void wait_local(double deadline) {
     rt.coord_sleeping = 0;
     if (rc == ETIMEDOUT) break;
   }
-  rt.wake = 0;
   pthread_mutex_unlock(&rt.qmu);
 }
 
 /* Every rank has been idle for a while: sleep on the doorbell instead of beating. Whoever gets
- * local work first rings every peer, stamped with this cycle's epoch, and all go on together. */
+ * local work first rings every peer, stamped with this cycle's epoch, and all go on together.
+ * Called by the cycle's owner: the doorbell uses the transport. */
 static void sleep_on_bell(void) {
   hvds_p2p_t* w = rt.world;
   pthread_mutex_lock(&rt.qmu);
@@ -72,40 +76,10 @@ static void sleep_on_bell(void) {
   pthread_mutex_lock(&rt.qmu);
   rt.coord_bell_sleeping = 0;
   local = local_reason_locked();
-  rt.wake = 0;
   pthread_mutex_unlock(&rt.qmu);
   if (rc == HVDS_SUCCESS || (rc != HVDS_IN_PROGRESS && !local)) return; /* rung, or failed */
   if (w->ops->bell_ring(w, rt.world_epoch) != HVDS_SUCCESS)
     HVDS_DEBUG("doorbell ring failed: %s", w->error); /* the next cycle reports the failure */
-}
-
-/* Between cycles: at once when work is queued, else after the cycle time; once every rank has
- * been idle for idle_sleep_cycles, no heartbeat at all until work appears somewhere. */
-static void wait_for_work(double cycle_start) {
-  if (rt.idle_sleep_cycles > 0 && rt.idle_cycles >= rt.idle_sleep_cycles) {
-    if (rt.size == 1) return wait_local(-1);
-    if (rt.world->ops->bell_wait && rt.world->ops->bell_ring) return sleep_on_bell();
-  }
-  wait_local(cycle_start + rt.cycle_ms / 1000.0);
-}
-
-/* Applies hvds_start_timeline / hvds_stop_timeline requests on this thread. */
-static void timeline_requests(void) {
-  pthread_mutex_lock(&rt.qmu);
-  char* path = rt.timeline_request;
-  int pending = rt.timeline_pending, marks = rt.timeline_request_marks;
-  rt.timeline_request = NULL;
-  rt.timeline_pending = 0;
-  pthread_mutex_unlock(&rt.qmu);
-  if (!pending) return;
-  hvds__timeline_close(rt.timeline);
-  rt.timeline = NULL;
-  if (path && path[0] && rt.rank == 0) {
-    char err[256];
-    if (hvds__timeline_open(path, marks, &rt.timeline, err, sizeof(err)) != HVDS_SUCCESS)
-      HVDS_WARN("timeline not started: %s", err);
-  }
-  free(path);
 }
 
 /* Builds rt.fatal: what this rank saw, plus the first fault any rank reported and the
@@ -167,51 +141,53 @@ void hvds__coord_fail_all(hvds_result_t status, const char* message) {
   }
 }
 
-/* One cycle over every set this rank belongs to. Returns 0 to go on, 1 to stop, -1 on failure. */
-static int run_once(void) {
-  int stop = 0, busy = 0;
-  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
-    pthread_mutex_lock(&rt.qmu);
-    hvds_pset_t* s = rt.psets[id];
-    pthread_mutex_unlock(&rt.qmu);
-    if (s == NULL || s->my_rank < 0) continue;
-    hvds_response_t* resps = NULL;
-    int32_t n = 0;
-    int shutdown = 0;
-    int want = id == 0 && atomic_load(&rt.shutdown_requested);
-    hvds_result_t rc = hvds__negotiate(s, want, &resps, &n, &shutdown);
-    for (int32_t i = 0; i < n; i++) {
-      if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[i]);
-      hvds__response_free(&resps[i]);
+/* Work was just queued: give the thread that queued it a moment to enter hvds_wait() and run
+ * the cycle itself (cheaper than the hand-off), and take it only if nobody did. */
+#define CALLER_GRACE_S 50e-6
+static void grace_for_callers(void) {
+  if (!rt.caller_runs) return;
+  double until = hvds__now() + CALLER_GRACE_S;
+  while (__atomic_load_n(&rt.wake, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&rt.cycle_owned, __ATOMIC_ACQUIRE) && hvds__now() < until)
+    sched_yield();
+}
+
+/* Runs cycles until every rank agreed to stop or communication failed: at once when work is
+ * queued, else after the cycle time; once every rank has been idle for idle_sleep_cycles, no
+ * heartbeat at all until work appears somewhere. A cycle a waiting caller ran counts as one of
+ * ours: the next is due a cycle time after it. */
+static int coord_loop(long* cycles) {
+  int result = 0;
+  for (;;) {
+    double next = 0;
+    int took = hvds__cycle_acquire(HVDS_CYCLE_COORDINATOR, &next, &result);
+    if (result != 0) break;
+    if (!took) {
+      wait_local(next);
+      grace_for_callers();
+      continue;
     }
-    free(resps);
-    if (rc != HVDS_SUCCESS) {
-      hvds__record_fault(s, rc);
-      return -1;
+    (*cycles)++;
+    if ((result = hvds__cycle_run()) != 0) break;
+    int idle = rt.idle_sleep_cycles > 0 && rt.idle_cycles >= rt.idle_sleep_cycles;
+    if (idle && rt.size > 1 && rt.world->ops->bell_wait && rt.world->ops->bell_ring) {
+      sleep_on_bell();
+      hvds__cycle_release(0, 1); /* rung or woken: the next cycle is due at once */
+      continue;
     }
-    if (id == 0) {
-      stop = shutdown;
-      busy = s->busy_anywhere;
-      rt.world_epoch++;
-    }
+    next = hvds__cycle_release(0, 0);
+    wait_local(idle && rt.size == 1 ? -1 : next);
+    grace_for_callers();
   }
-  rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
-  return stop;
+  hvds__cycle_end(result);
+  return result;
 }
 
 void* hvds__coord_main(void* arg) {
   (void)arg;
-  int result = 0;
   long cycles = 0;
   double began = hvds__now();
-  while (result == 0) {
-    cycles++;
-    double start = hvds__now();
-    timeline_requests();
-    if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
-    result = run_once();
-    if (result == 0) wait_for_work(start);
-  }
+  int result = coord_loop(&cycles);
   atomic_store(&rt.shut_down, 1);
   HVDS_INFO("coordinator stopped after %ld cycles in %.1f s", cycles, hvds__now() - began);
   if (result < 0) {

@@ -114,6 +114,11 @@ typedef struct hvds_runtime {
   int wake;                      /* qmu: new work since the coordinator last looked */
   int coord_sleeping;            /* qmu: the coordinator waits on qcv */
   int coord_bell_sleeping;       /* qmu: the coordinator waits on the world doorbell */
+  int cycle_owned;               /* qmu: a thread runs a cycle or sleeps on the doorbell; the
+                                    fields marked "coord" belong to that thread meanwhile */
+  int cycle_result;              /* qmu: sticky end of the loop (1 stop, -1 failure) */
+  double last_cycle_start;       /* cycle owner: when the latest cycle began */
+  int caller_runs;               /* init: waiting callers may run cycles themselves */
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
   int32_t next_ps_id;            /* coord */
 

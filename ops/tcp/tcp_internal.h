@@ -26,6 +26,7 @@ struct pollfd;
 #define TCP_HDR_BYTES 16
 #define TCP_STAGE_BYTES (64 * 1024)            /* per-peer read staging buffer */
 #define TCP_UNEXPECTED_MAX ((size_t)1 << 30)   /* buffered unexpected payload, all peers */
+#define TCP_PARK_MIN_BYTES (64 * 1024)          /* unexpected payloads this large wait unread */
 #define TCP_ADDR_LEN 64
 
 /* One posted send or receive (the opaque hvds_p2p_req_t of p2p.h). */
@@ -61,6 +62,9 @@ typedef struct {
   tcp_ux_t* ux;    /* the unexpected message being filled, or NULL */
   char* stage;     /* TCP_STAGE_BYTES read ahead; [beg, end) not yet consumed */
   size_t beg, end;
+  /* A large payload arrived before its receive: it stays in the kernel (and the stage) until
+   * a receive with its tag is posted, which then takes it without an extra copy. */
+  int parked;
 } tcp_rx_t;
 
 typedef struct {
@@ -83,6 +87,7 @@ typedef struct {
   int* pfd_peer;           /* pfds[i] belongs to peer pfd_peer[i] */
   size_t ux_bytes;         /* payload bytes held in unexpected messages */
   uint64_t bell_max;       /* highest epoch any peer rang */
+  int poll_us;             /* a wait polls without sleeping this long before it blocks */
   tcp_req_t* free_reqs;    /* idle request objects */
   int n_free;
 
@@ -110,6 +115,13 @@ void hvds__tcp_peer_died(tcp_t* t, int peer, int err);
 /* Matches a new receive against peer's unexpected messages: on a match copies (or takes over the
  * partly read message) and returns 1, else 0. Sets *rc on a size mismatch. */
 int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc);
+
+/* A receive r was posted for its peer: if that peer's parked message has r's tag, r takes it
+ * (returns 1); otherwise the parked message becomes an ordinary unexpected one so that later
+ * messages can be read (returns 0). Sets *rc on failure. */
+int hvds__tcp_take_parked(tcp_t* t, tcp_req_t* r, hvds_result_t* rc);
+/* Turns every parked message into an unexpected one (before waiting for anything else). */
+hvds_result_t hvds__tcp_unpark_all(tcp_t* t);
 
 /* tcp_connect.c */
 /* Builds the mesh: fills every peer's fd (non-blocking, tuned) and addr. On failure closes what

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -158,7 +159,8 @@ static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint
   if (is_send) {
     if (pe->dead) rc = hvds__tcp_fail(t, HVDS_REMOTE_ERROR, peer, "%s", pe->dead_msg);
     if (rc == HVDS_SUCCESS) queue_send(t, r, TCP_KIND_DATA);
-  } else if (!hvds__tcp_match_unexpected(t, r, &rc)) {
+  } else if (!hvds__tcp_match_unexpected(t, r, &rc) && rc == HVDS_SUCCESS &&
+             !hvds__tcp_take_parked(t, r, &rc) && rc == HVDS_SUCCESS) {
     if (pe->dead) rc = hvds__tcp_fail(t, HVDS_REMOTE_ERROR, peer, "%s", pe->dead_msg);
     if (rc == HVDS_SUCCESS) append(&pe->post_head, &pe->post_tail, r);
   }
@@ -180,11 +182,23 @@ static hvds_result_t tcp_irecv(hvds_p2p_t* p, int peer, void* buf, size_t bytes,
   return post(p, peer, buf, bytes, tag, 0, req);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Runs the engine until r is done, the communicator fails, r's peer dies, or ms pass (never
  * when forever). Leaves r linked where it was on failure. */
 static hvds_result_t wait_done(tcp_t* t, tcp_req_t* r, int ms, int forever) {
   int64_t deadline = hvds__tcp_now_ms() + (forever ? 0 : ms);
   int polled = 0;
+  double poll_until = t->poll_us > 0 ? now_s() + t->poll_us * 1e-6 : 0;
+  while (!r->done && poll_until > 0) {
+    if (atomic_load(&t->failed) || t->peers[r->peer].dead || now_s() >= poll_until) break;
+    hvds_result_t rc = hvds__tcp_progress(t, 0);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
   while (!r->done) {
     if (atomic_load(&t->failed)) return failed_rc(t);
     tcp_peer_t* pe = &t->peers[r->peer];
@@ -272,7 +286,8 @@ static hvds_result_t tcp_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
     for (int i = 0; i < p->size; i++) {
       if (t->peers[i].dead) return hvds__tcp_fail(t, HVDS_REMOTE_ERROR, i, "%s", t->peers[i].dead_msg);
     }
-    hvds_result_t rc = hvds__tcp_progress(t, -1);
+    hvds_result_t rc = hvds__tcp_unpark_all(t); /* a ring may sit behind a parked payload */
+    if (rc == HVDS_SUCCESS) rc = hvds__tcp_progress(t, -1);
     if (rc != HVDS_SUCCESS) return rc;
   }
 }
@@ -347,6 +362,10 @@ static tcp_t* tcp_alloc(hvds_p2p_t* p) {
     return NULL;
   }
   return t;
+}
+
+void hvds__tcp_p2p_set_poll_us(hvds_p2p_t* p, int us) {
+  if (p != NULL && p->ops == &kTcpOps && p->impl != NULL) tcp_of(p)->poll_us = us > 0 ? us : 0;
 }
 
 hvds_result_t hvds__tcp_p2p_create(const hvds_kv_t* kv, const char* prefix, int rank, int size,

@@ -5,7 +5,9 @@
  * buffer, except that a payload with a known destination is read straight into it (readv of the
  * payload's remainder plus the staging buffer, so one call also fetches the next headers). A
  * header is matched against the oldest posted receive with its tag (FIFO per peer and tag);
- * without one the payload is kept as an unexpected message until a receive asks for it.
+ * without one a small payload is kept as an unexpected message until a receive asks for it,
+ * and a large one is parked: the engine stops reading that peer, so the payload waits in the
+ * kernel and lands straight in the receive's buffer once it is posted (no second copy).
  */
 #include <errno.h>
 #include <poll.h>
@@ -57,6 +59,42 @@ static void payload_done(tcp_rx_t* rx) {
   rx->hdr_got = 0;
 }
 
+/* The payload announced by peer's current header has no receive: buffer it as unexpected. */
+static hvds_result_t stash_unexpected(tcp_t* t, int peer) {
+  tcp_peer_t* pe = &t->peers[peer];
+  tcp_rx_t* rx = &pe->rx;
+  uint64_t tag = rx->hdr[0];
+  size_t len = rx->len;
+  if (t->ux_bytes + len > TCP_UNEXPECTED_MAX) {
+    return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer,
+                          "rank %d sent %zu bytes with tag %llu before any receive for it, and "
+                          "%zu bytes of such messages are already buffered (limit %zu)", peer,
+                          len, (unsigned long long)tag, t->ux_bytes, TCP_UNEXPECTED_MAX);
+  }
+  tcp_ux_t* ux = calloc(1, sizeof *ux);
+  char* data = len > 0 ? malloc(len) : NULL;
+  if (ux == NULL || (len > 0 && data == NULL)) {
+    free(ux);
+    free(data);
+    return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer,
+                          "out of memory for a %zu-byte unexpected message from rank %d", len,
+                          peer);
+  }
+  ux->tag = tag;
+  ux->len = len;
+  ux->data = data;
+  if (pe->ux_tail != NULL) {
+    pe->ux_tail->next = ux;
+  } else {
+    pe->ux_head = ux;
+  }
+  pe->ux_tail = ux;
+  t->ux_bytes += len;
+  rx->ux = ux;
+  rx->dst = data;
+  return HVDS_SUCCESS;
+}
+
 /* A whole header arrived from peer: sets up where its payload goes. */
 static hvds_result_t on_header(tcp_t* t, int peer) {
   tcp_peer_t* pe = &t->peers[peer];
@@ -85,34 +123,13 @@ static hvds_result_t on_header(tcp_t* t, int peer) {
     }
     rx->req = r;
     rx->dst = r->buf;
+  } else if (len >= TCP_PARK_MIN_BYTES && pe->post_head == NULL) {
+    /* Parked only while no other receive from this peer waits: one that does may need the
+     * messages behind this one. */
+    rx->parked = 1;
+    return HVDS_SUCCESS;
   } else {
-    if (t->ux_bytes + len > TCP_UNEXPECTED_MAX) {
-      return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer,
-                            "rank %d sent %zu bytes with tag %llu before any receive for it, and "
-                            "%zu bytes of such messages are already buffered (limit %zu)", peer,
-                            len, (unsigned long long)tag, t->ux_bytes, TCP_UNEXPECTED_MAX);
-    }
-    tcp_ux_t* ux = calloc(1, sizeof *ux);
-    char* data = len > 0 ? malloc(len) : NULL;
-    if (ux == NULL || (len > 0 && data == NULL)) {
-      free(ux);
-      free(data);
-      return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer,
-                            "out of memory for a %zu-byte unexpected message from rank %d", len,
-                            peer);
-    }
-    ux->tag = tag;
-    ux->len = len;
-    ux->data = data;
-    if (pe->ux_tail != NULL) {
-      pe->ux_tail->next = ux;
-    } else {
-      pe->ux_head = ux;
-    }
-    pe->ux_tail = ux;
-    t->ux_bytes += len;
-    rx->ux = ux;
-    rx->dst = data;
+    HVDS_CHECK(stash_unexpected(t, peer));
   }
   if (len == 0) payload_done(rx);
   return HVDS_SUCCESS;
@@ -121,7 +138,7 @@ static hvds_result_t on_header(tcp_t* t, int peer) {
 /* Consumes the staged bytes: headers, bells, payload pieces. */
 static hvds_result_t consume_stage(tcp_t* t, int peer) {
   tcp_rx_t* rx = &t->peers[peer].rx;
-  while (rx->beg < rx->end) {
+  while (rx->beg < rx->end && !rx->parked) {
     size_t avail = rx->end - rx->beg;
     if (rx->hdr_got < TCP_HDR_BYTES) {
       size_t n = TCP_HDR_BYTES - rx->hdr_got;
@@ -139,7 +156,7 @@ static hvds_result_t consume_stage(tcp_t* t, int peer) {
       if (rx->got == rx->len) payload_done(rx);
     }
   }
-  rx->beg = rx->end = 0;
+  if (rx->beg == rx->end) rx->beg = rx->end = 0; /* parked: the rest stays staged */
   return HVDS_SUCCESS;
 }
 
@@ -149,6 +166,7 @@ static hvds_result_t peer_read(tcp_t* t, int peer) {
   tcp_rx_t* rx = &pe->rx;
   for (;;) {
     HVDS_CHECK(consume_stage(t, peer));
+    if (rx->parked) return HVDS_SUCCESS;
     struct iovec iov[2];
     int n_iov = 0;
     size_t want_payload = 0;
@@ -268,6 +286,41 @@ int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
   return 1;
 }
 
+static hvds_result_t unpark(tcp_t* t, int peer) {
+  t->peers[peer].rx.parked = 0;
+  HVDS_CHECK(stash_unexpected(t, peer));
+  return consume_stage(t, peer);
+}
+
+int hvds__tcp_take_parked(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
+  tcp_peer_t* pe = &t->peers[r->peer];
+  tcp_rx_t* rx = &pe->rx;
+  *rc = HVDS_SUCCESS;
+  if (!rx->parked) return 0;
+  if (rx->hdr[0] != r->tag) {
+    *rc = unpark(t, r->peer);
+    return 0;
+  }
+  if (r->bytes != rx->len) {
+    *rc = hvds__tcp_fail(t, HVDS_PRECONDITION_ERROR, r->peer,
+                         "rank %d sent %zu bytes with tag %llu but the receive posted for it "
+                         "expects %zu bytes", r->peer, rx->len, (unsigned long long)r->tag,
+                         r->bytes);
+    return 1;
+  }
+  rx->parked = 0;
+  rx->req = r;
+  rx->dst = r->buf;
+  *rc = consume_stage(t, r->peer); /* the payload's first bytes may be staged already */
+  return 1;
+}
+
+hvds_result_t hvds__tcp_unpark_all(tcp_t* t) {
+  for (int i = 0; i < t->p->size; i++)
+    if (t->peers[i].rx.parked) HVDS_CHECK(unpark(t, i));
+  return HVDS_SUCCESS;
+}
+
 /* Fills t->pfds for one poll; returns how many entries. */
 static int build_pollset(tcp_t* t) {
   int n = 0;
@@ -275,7 +328,7 @@ static int build_pollset(tcp_t* t) {
     tcp_peer_t* pe = &t->peers[i];
     if (pe->fd < 0 || pe->dead) continue;
     t->pfds[n].fd = pe->fd;
-    t->pfds[n].events = (short)(POLLIN | (pe->sq_head != NULL ? POLLOUT : 0));
+    t->pfds[n].events = (short)((pe->rx.parked ? 0 : POLLIN) | (pe->sq_head != NULL ? POLLOUT : 0));
     t->pfds[n].revents = 0;
     t->pfd_peer[n++] = i;
   }
@@ -305,6 +358,8 @@ hvds_result_t hvds__tcp_progress(tcp_t* t, int timeout_ms) {
       }
       continue;
     }
+    /* A hang-up while parked: read on, so the end of the connection is seen. */
+    if ((ev & (POLLHUP | POLLERR)) && t->peers[peer].rx.parked) HVDS_CHECK(unpark(t, peer));
     if (ev & (POLLIN | POLLHUP | POLLERR)) HVDS_CHECK(peer_read(t, peer));
     if ((ev & (POLLOUT | POLLERR)) && !t->peers[peer].dead) HVDS_CHECK(hvds__tcp_flush(t, peer));
   }

@@ -183,8 +183,11 @@ hvds_result_t hvds_join_async(hvds_handle_t* handle);
 /* 1 when done, 0 when pending, -1 for an unknown handle. Never blocks. */
 int hvds_poll(hvds_handle_t handle);
 
-/* Blocks until done (timeout_ms < 0: no limit). Returns the operation's status; on failure
- * hvds_handle_error() holds the message, which names the tensor and the rank when known. */
+/* Blocks until done (timeout_ms < 0: no limit; HVDS_TIMEOUT when it passes). Returns the
+ * operation's status; on failure hvds_handle_error() holds the message, which names the tensor
+ * and the rank when known. While the coordinator is idle the waiting thread runs the runtime's
+ * next cycle itself (HVDSPARSE_CALLER_RUNS), so a wait may end up to one cycle after its
+ * timeout. */
 hvds_result_t hvds_wait(hvds_handle_t handle, int32_t timeout_ms);
 const char* hvds_handle_error(hvds_handle_t handle);
 

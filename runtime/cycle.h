@@ -1,0 +1,27 @@
+/* One cycle (negotiate every set, execute the responses) and which thread runs it: the
+ * coordinator, or a caller blocked in hvds_wait() while the coordinator is idle. */
+#ifndef HVDS_CYCLE_H_
+#define HVDS_CYCLE_H_
+
+#include "state.h"
+
+typedef enum { HVDS_CYCLE_COORDINATOR, HVDS_CYCLE_CALLER } hvds_cycle_runner_t;
+
+/* Takes the cycle when it is free and due (callers only when caller runs are enabled and no
+ * stop was asked). Returns 1 if taken. *next: when the next cycle is due (a time to sleep
+ * until when not taken). *result: the loop's sticky end (1 stop, -1 failure), or 0. */
+int hvds__cycle_acquire(hvds_cycle_runner_t who, double* next, int* result);
+/* Gives the cycle back, recording result when it ends the loop and waking the coordinator if
+ * it must look (new work, or the end). due_now makes the next cycle due at once. Returns when
+ * the next cycle is due. */
+double hvds__cycle_release(int result, int due_now);
+/* The coordinator's loop has ended with result: no thread takes the cycle again. */
+void hvds__cycle_end(int result);
+/* Runs one cycle as its owner. Returns 0 to go on, 1 when every rank agreed to stop, -1 when
+ * communication failed (the fault is recorded). */
+int hvds__cycle_run(void);
+/* For a thread blocked in hvds_wait(): runs the next cycle if it is due and free. Returns 1 if
+ * it ran one. */
+int hvds__cycle_run_as_caller(void);
+
+#endif /* HVDS_CYCLE_H_ */
