@@ -333,6 +333,35 @@ TEST(TcpP2p, UnexpectedTakenOverMidway) {
   });
 }
 
+// Large payloads whose receives come late wait unread in the kernel (parked). A receive with the
+// parked tag takes the payload directly; one with a later tag first moves the parked payload
+// aside, so a receiver may take messages out of order without a deadlock.
+TEST(TcpP2p, ParkedPayloadsInAndOutOfOrder) {
+  RunRanks(2, [](int rank, hvds_p2p_t* p, Gate& gate) {
+    const size_t big = size_t{4} << 20;
+    if (rank == 0) {
+      std::vector<std::vector<uint8_t>> out;
+      for (int i = 0; i < 4; i++) out.push_back(Pattern(big + i, 0, 1, i));
+      std::vector<hvds_p2p_req_t*> sends;
+      for (int i = 0; i < 4; i++) sends.push_back(Isend(p, 1, out[i].data(), big + i, 20 + i));
+      for (hvds_p2p_req_t* s : sends) ASSERT_EQ(Wait(p, s), HVDS_SUCCESS) << p->error;
+      gate.Wait();
+    } else {
+      sleep_ms(50);  // message 0 has arrived and parked
+      std::vector<uint8_t> in(big, 0);
+      ASSERT_EQ(Wait(p, Irecv(p, 0, in.data(), big, 20)), HVDS_SUCCESS) << p->error;
+      EXPECT_TRUE(Matches(in, 0, 1, 0));
+      sleep_ms(20);  // message 1 parks; ask for 3 first, then 2, then 1
+      for (int i : {3, 2, 1}) {
+        std::vector<uint8_t> got(big + i, 0);
+        ASSERT_EQ(Wait(p, Irecv(p, 0, got.data(), big + i, 20 + i)), HVDS_SUCCESS) << p->error;
+        EXPECT_TRUE(Matches(got, 0, 1, i)) << "message " << i;
+      }
+      gate.Wait();
+    }
+  });
+}
+
 // The receive is posted well before the send.
 TEST(TcpP2p, ReceivePostedFirst) {
   RunRanks(2, [](int rank, hvds_p2p_t* p, Gate& gate) {
