@@ -255,7 +255,7 @@ class _DistributedMixin:
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set):
+                         process_set=global_process_set, pipeline=None, **pipeline_options):
     """Wraps a torch optimizer so that step() uses gradients averaged over every rank.
 
     named_parameters: model.named_parameters(), to name each allreduce. compression: on the
@@ -263,11 +263,31 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     each allreduce. op: Average (default) or Sum; Adasum is not supported.
     gradient_predivide_factor: Average splits into prescale 1/f and postscale f. groups: an int
     (that many grouped allreduces) or a list of lists of parameters. sparse_as_dense: allreduce
-    sparse gradients as dense tensors (otherwise they are allgathered)."""
+    sparse gradients as dense tensors (otherwise they are allgathered).
+
+    pipeline="dear": reduce-scatter in backward, all-gather and update in the next forward
+    (hvdsparse.torch.dear, docs/dear.md). Needs model=<the module>; options bucket_bytes,
+    first_bucket_bytes, tune_bucket_size, tune_trials, tune_steps_per_trial, tune_skip,
+    tune_warmup."""
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by hvdsparse; use op=hvd.Average.")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if pipeline is not None:
+        if pipeline != "dear":
+            raise ValueError("pipeline must be None or 'dear', not %r" % (pipeline,))
+        if groups is not None or num_groups or sparse_as_dense:
+            raise ValueError("pipeline='dear' plans its own buckets: groups, num_groups and "
+                             "sparse_as_dense do not apply")
+        from hvdsparse.torch import dear
+        pre, post = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
+                     if op == Average else (1.0, 1.0))
+        return dear.make(optimizer, pipeline_options.pop("model", None), named_parameters,
+                         compression, backward_passes_per_step, op, pre, post, process_set,
+                         **pipeline_options)
+    if pipeline_options:
+        raise TypeError("DistributedOptimizer() got unexpected keyword arguments %s (they are "
+                        "options of pipeline='dear')" % ", ".join(sorted(pipeline_options)))
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
                       "in v0.23.0.", DeprecationWarning)
