@@ -1,0 +1,161 @@
+/* Alpha-beta costs of the sparse allreduce algorithms (cost_model.h).
+ *
+ * Notation (design/papers/sparcml.md section 1): P ranks, L = floor(log2 P), P2 = 2^L,
+ * rem = P - P2; N indices of row values; s = index bytes + row bytes per sparse entry; k the
+ * largest per-rank entry count; K(m) the expected union of m supports. A stream of n entries
+ * over a range of len indices costs min(n s, len row_bytes) bytes (the dense switch). Counts
+ * travel before payloads, so each variable-size exchange is two messages. Every term follows the
+ * implementation in the file named beside it; the preamble allreduce, common to all, is left out.
+ */
+#include "cost_model.h"
+
+#include <float.h>
+
+typedef struct {
+  int P, L, p2, rem;
+  double N, rb, s, k;
+  double alpha, beta;
+} terms_t;
+
+static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
+  terms_t t;
+  t.P = x->ranks > 0 ? x->ranks : 1;
+  t.L = 0;
+  while ((2 << t.L) <= t.P) t.L++;
+  t.p2 = 1 << t.L;
+  t.rem = t.P - t.p2;
+  t.N = x->dim;
+  t.rb = x->row * x->val_bytes;
+  t.s = x->idx_bytes + t.rb;
+  t.k = x->nnz < x->dim ? x->nnz : x->dim;
+  t.alpha = net != NULL && net->alpha > 0 ? net->alpha : HVDS_SPARSE_DEFAULT_ALPHA;
+  t.beta = net != NULL && net->beta > 0 ? net->beta : HVDS_SPARSE_DEFAULT_BETA;
+  return t;
+}
+
+/* Bytes of a stream of n entries over len indices. */
+static double stream_bytes(const terms_t* t, double n, double len) {
+  double sparse = n * t->s, dense = len * t->rb;
+  return sparse < dense ? sparse : dense;
+}
+
+double hvds__sparse_union(const hvds_sparse_problem_t* x, int m) {
+  double N = x->dim, k = x->nnz < x->dim ? x->nnz : x->dim;
+  if (N <= 0 || k <= 0 || m <= 0) return 0;
+  if (x->overlap < 0) {
+    // Independent uniform supports: an index is missed by all m with probability (1 - k/N)^m.
+    double q = 1.0 - k / N, miss = 1.0;
+    for (int i = 0; i < m; i++) miss *= q;
+    return N * (1.0 - miss);
+  }
+  double w = x->overlap > 1 ? 1 : x->overlap;
+  double u = k * (w + m * (1.0 - w));
+  return u < N ? u : N;
+}
+
+/* Fold and unfold around a power-of-two core (sparse_exchange.c): the partner receives one
+ * input stream, later returns the result. */
+static double fold_cost(const terms_t* t, const hvds_sparse_problem_t* x) {
+  if (t->rem == 0) return 0;
+  double in = stream_bytes(t, t->k, t->N), res = stream_bytes(t, hvds__sparse_union(x, t->P), t->N);
+  return 4 * t->alpha + (in + res) * t->beta;
+}
+
+/* Inputs summed on the busiest virtual rank after the fold. */
+static int folded_inputs(const terms_t* t) { return t->rem > 0 ? 2 : 1; }
+
+/* dense_baseline.c: the cheaper of halving-doubling (with its fold) and the ring. */
+static double cost_dense(const terms_t* t) {
+  double Nb = t->N * t->rb;
+  double rhd = 2 * t->L * t->alpha + 2.0 * (t->p2 - 1) / t->p2 * Nb * t->beta;
+  if (t->rem > 0) rhd += 2 * t->alpha + 2 * Nb * t->beta;
+  double ring = 2.0 * (t->P - 1) * t->alpha + 2.0 * (t->P - 1) / t->P * Nb * t->beta;
+  return rhd < ring ? rhd : ring;
+}
+
+/* allgather_baseline.c: ring allgatherv of every rank's stream. */
+static double cost_allgather(const terms_t* t) {
+  return (t->P - 1) * (t->alpha + stream_bytes(t, t->k, t->N) * t->beta);
+}
+
+/* ssar_recursive_doubling.c: round i swaps the union of f 2^i inputs. */
+static double cost_ssar_rd(const terms_t* t, const hvds_sparse_problem_t* x) {
+  double c = fold_cost(t, x);
+  for (int i = 0; i < t->L; i++) {
+    int m = folded_inputs(t) << i;
+    double K = hvds__sparse_union(x, m < t->P ? m : t->P);
+    c += 2 * t->alpha + stream_bytes(t, K, t->N) * t->beta;
+  }
+  return c;
+}
+
+/* ssar_split_allgather.c: pairwise split of the folded stream, then a recursive-doubling
+ * allgather of counts and of the reduced ranges. */
+static double cost_ssar_sag(const terms_t* t, const hvds_sparse_problem_t* x) {
+  double part = t->N / t->p2;
+  double Kf = hvds__sparse_union(x, folded_inputs(t)), KP = hvds__sparse_union(x, t->P);
+  double split =
+      2.0 * (t->p2 - 1) * t->alpha + (t->p2 - 1) * stream_bytes(t, Kf / t->p2, part) * t->beta;
+  double gather = 2.0 * t->L * t->alpha + (t->p2 - 1) * stream_bytes(t, KP / t->p2, part) * t->beta;
+  return fold_cost(t, x) + split + gather;
+}
+
+/* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv. */
+static double cost_dsar(const terms_t* t) {
+  double part = t->N / t->P;
+  double split =
+      2.0 * (t->P - 1) * t->alpha + (t->P - 1) * stream_bytes(t, t->k / t->P, part) * t->beta;
+  double gather = (t->P - 1) * t->alpha + (t->P - 1) * part * t->rb * t->beta;
+  return split + gather;
+}
+
+/* zen.c: COO push, a count allgather (halving-doubling), then the pull in the cheaper of COO and
+ * a hash bitmap per owner. */
+static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
+  double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P;
+  double coo = per * t->s, bitmap = part / 8 + per * t->rb;
+  double push = 2.0 * (t->P - 1) * t->alpha + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
+  double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * t->alpha;
+  double pull = (t->P - 1) * (t->alpha + (coo < bitmap ? coo : bitmap) * t->beta);
+  return push + counts + pull;
+}
+
+double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                         const hvds_sparse_net_t* net) {
+  terms_t t = terms(x, net);
+  switch (a) {
+    case HVDS_SPARSE_DENSE:
+      return cost_dense(&t);
+    case HVDS_SPARSE_ALLGATHER:
+      return cost_allgather(&t);
+    case HVDS_SPARSE_SSAR_RD:
+      return cost_ssar_rd(&t, x);
+    case HVDS_SPARSE_SSAR_SAG:
+      return cost_ssar_sag(&t, x);
+    case HVDS_SPARSE_DSAR:
+      return cost_dsar(&t);
+    case HVDS_SPARSE_ZEN:
+      return cost_zen(&t, x);
+    default:
+      return DBL_MAX;
+  }
+}
+
+hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,
+                                       double costs[HVDS_SPARSE_ALGO_COUNT]) {
+  hvds_sparse_algo_t best = HVDS_SPARSE_DENSE;
+  double best_cost = DBL_MAX;
+  for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
+    double c = hvds__sparse_cost((hvds_sparse_algo_t)a, x, net);
+    if (costs != NULL) costs[a] = c;
+    if (c < best_cost) {
+      best_cost = c;
+      best = (hvds_sparse_algo_t)a;
+    }
+  }
+  // One rank moves nothing: the input stream is already the result (recursive doubling with no
+  // rounds), whereas dense would still scatter N values.
+  if (x->ranks <= 1) best = HVDS_SPARSE_SSAR_RD, best_cost = 0;
+  if (costs != NULL) costs[HVDS_SPARSE_AUTO] = best_cost;
+  return best;
+}

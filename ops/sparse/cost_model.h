@@ -1,0 +1,71 @@
+/* The sparse allreduce algorithms and their alpha-beta costs.
+ *
+ * Each algorithm's cost is latency (alpha per message) plus bytes on the busiest rank's links
+ * (beta per byte), from the formulas in design/papers/sparcml.md section 3 and zen.md section 2,
+ * with every exchange counted the way our implementations run it (a count message before each
+ * variable-size payload, a fold for non-powers of two). The selector returns the cheapest.
+ *
+ * Determinism: the costs use only +, -, *, / and comparisons (no libm), so identical inputs give
+ * bit-identical costs and the same choice on every rank; ties go to the lower algorithm id.
+ */
+#ifndef HVDS_SPARSE_COST_MODEL_H_
+#define HVDS_SPARSE_COST_MODEL_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Algorithm ids: the registry (sparse_allreduce.h) maps them to names and functions. */
+typedef enum {
+  HVDS_SPARSE_AUTO = 0,      /* the cost model picks */
+  HVDS_SPARSE_DENSE = 1,     /* scatter to dense, dense allreduce */
+  HVDS_SPARSE_ALLGATHER = 2, /* allgather indices and values, merge (Horovod's sparse path) */
+  HVDS_SPARSE_SSAR_RD = 3,   /* SparCML SSAR_Recursive_double */
+  HVDS_SPARSE_SSAR_SAG = 4,  /* SparCML SSAR_Split_allgather */
+  HVDS_SPARSE_DSAR = 5,      /* SparCML DSAR_Split_allgather */
+  HVDS_SPARSE_ZEN = 6,       /* ZEN balanced parallelism */
+  HVDS_SPARSE_ALGO_COUNT = 7
+} hvds_sparse_algo_t;
+
+/* The network: measured by the runtime at init; zeros select the defaults below. */
+typedef struct {
+  double alpha; /* seconds per message */
+  double beta;  /* seconds per byte */
+} hvds_sparse_net_t;
+
+/* Defaults: a 10 GbE-like link (20 us per message, 1.25 GB/s). */
+#define HVDS_SPARSE_DEFAULT_ALPHA 20e-6
+#define HVDS_SPARSE_DEFAULT_BETA (1.0 / 1.25e9)
+
+/* One allreduce, as every rank knows it after the size exchange. */
+typedef struct {
+  int ranks;        /* P */
+  double dim;       /* N: indices in the dense shape (elements, or rows for row-sparse) */
+  double row;       /* D: values per index (1 for COO) */
+  double val_bytes; /* bytes per value */
+  double idx_bytes; /* bytes per index (4 or 8) */
+  double nnz;       /* k: the largest number of unique indices on any rank */
+  double overlap;   /* pairwise overlap |A n B| / k in [0, 1]; < 0: independent uniform */
+} hvds_sparse_problem_t;
+
+/* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform
+ * supports (overlap < 0), else min(N, k (overlap + m (1 - overlap))), the shared-pool model
+ * (overlap 1: identical supports, 0: disjoint). */
+double hvds__sparse_union(const hvds_sparse_problem_t* x, int m);
+
+/* Predicted seconds for algorithm a (not AUTO); net NULL or zero fields: the defaults. Returns a
+ * huge value for an id it does not know. */
+double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                         const hvds_sparse_net_t* net);
+
+/* The cheapest algorithm for x (ties to the lower id). With costs non-NULL, costs[a] receives
+ * every algorithm's prediction (costs[HVDS_SPARSE_AUTO] = the chosen one's). */
+hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,
+                                       double costs[HVDS_SPARSE_ALGO_COUNT]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_SPARSE_COST_MODEL_H_ */

@@ -1,0 +1,196 @@
+/* The sparse allreduce entry point (sparse_allreduce.h): normalize, agree, select, run, finish.
+ *
+ * The preamble is the only place ranks learn about each other's inputs before data moves: one
+ * halving-doubling allreduce of SLOTS int64 per rank (each rank fills its own slots, zeros
+ * elsewhere). From it every rank derives the same verdict (signature mismatch, then the first
+ * rank with a bad input, in rank order) and the same message, and the selector sees the same
+ * entry counts everywhere, so every rank runs the same algorithm or fails the same way.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "reduce.h"
+#include "sparse_internal.h"
+
+/* Preamble slots per rank. S_SEED counts only on rank 0: its ZEN key becomes everyone's. */
+enum { S_NNZ, S_STATUS, S_INDEX, S_POSITION, S_SIGNATURE, S_SEED, SLOTS };
+
+#define DEFAULT_ZEN_SEED 0x5a454e2d53454544ULL /* "ZEN-SEED" */
+
+/* FNV-1a over what every rank must pass identically. */
+static uint64_t signature(const hvds_sparse_layout_t* lay, hvds_reduce_op_t op,
+                          hvds_sparse_algo_t algo) {
+  uint64_t f[6] = {lay->dim,     lay->row,      (uint64_t)lay->dtype, (uint64_t)lay->index_dtype,
+                   (uint64_t)op, (uint64_t)algo};
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < 6; i++)
+    for (int b = 0; b < 8; b++) h = (h ^ ((f[i] >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
+  return h >> 1;  // stays a positive int64 through the allreduce
+}
+
+static int sum_op(hvds_reduce_op_t op) { return op == HVDS_SUM || op == HVDS_AVERAGE; }
+
+/* Checks of arguments that are identical on every rank, so they fail everywhere alike. */
+static hvds_result_t check_call(hvds_p2p_t* p, const hvds_sparse_layout_t* lay, hvds_reduce_op_t op,
+                                const hvds_sparse_opts_t* o) {
+  hvds_result_t rc = hvds__sparse_layout_check(lay, p->error, sizeof p->error);
+  if (rc != HVDS_SUCCESS) return rc;
+  if (op != HVDS_SUM && op != HVDS_AVERAGE && op != HVDS_MIN && op != HVDS_MAX &&
+      op != HVDS_PRODUCT) {
+    snprintf(p->error, sizeof p->error, "sparse allreduce: reduce op %d is not supported", (int)op);
+    return HVDS_NOT_SUPPORTED;
+  }
+  rc = hvds__coll_check(p, lay->dtype, op);
+  if (rc != HVDS_SUCCESS) return rc;
+  if (o->algorithm == HVDS_SPARSE_AUTO) return HVDS_SUCCESS;
+  const hvds_sparse_algo_info_t* info = hvds__sparse_algo_info(o->algorithm);
+  if (info == NULL) {
+    snprintf(p->error, sizeof p->error, "sparse allreduce: unknown algorithm %d",
+             (int)o->algorithm);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  if (!info->any_op && !sum_op(op)) {
+    snprintf(p->error, sizeof p->error,
+             "sparse allreduce: %s supports only Sum and Average (reduce op %d); use dense",
+             info->name, (int)op);
+    return HVDS_NOT_SUPPORTED;
+  }
+  return HVDS_SUCCESS;
+}
+
+/* The verdict on the agreed slots: the first disagreement or bad input, in rank order. */
+static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
+  hvds_p2p_t* p = c->p;
+  for (int r = 1; r < p->size; r++) {
+    if (all[r * SLOTS + S_SIGNATURE] != all[S_SIGNATURE]) {
+      snprintf(p->error, sizeof p->error,
+               "sparse allreduce: rank %d passed a different layout, reduce op or algorithm "
+               "than rank 0",
+               r);
+      return HVDS_PRECONDITION_ERROR;
+    }
+  }
+  for (int r = 0; r < p->size; r++) {
+    const uint64_t* s = all + (size_t)r * SLOTS;
+    switch ((hvds_sparse_input_status_t)s[S_STATUS]) {
+      case HVDS_SPARSE_INPUT_OK:
+        continue;
+      case HVDS_SPARSE_INPUT_BAD_INDEX:
+        snprintf(p->error, sizeof p->error,
+                 "sparse allreduce: index %lld (position %llu) on rank %d is outside the dense "
+                 "shape [0, %zu)",
+                 (long long)s[S_INDEX], (unsigned long long)s[S_POSITION], r, c->lay.dim);
+        return HVDS_INVALID_ARGUMENT;
+      case HVDS_SPARSE_INPUT_NULL:
+        snprintf(p->error, sizeof p->error,
+                 "sparse allreduce: rank %d passed entries with a NULL indices or values pointer",
+                 r);
+        return HVDS_INVALID_ARGUMENT;
+      default:
+        snprintf(p->error, sizeof p->error,
+                 "sparse allreduce: rank %d ran out of memory preparing its input", r);
+        return HVDS_SYSTEM_ERROR;
+    }
+  }
+  return HVDS_SUCCESS;
+}
+
+/* Exchanges the slots and records the agreed entry counts and ZEN key. */
+static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_check_t* chk,
+                              const hvds_sstream_t* in, uint64_t sig, uint64_t* all) {
+  uint64_t mine[SLOTS] = {
+      in->n, (uint64_t)chk->status, (uint64_t)chk->index, chk->position, sig, c->zen_seed};
+  hvds_result_t rc = hvds__sparse_allgather_u64(c, mine, SLOTS, all);
+  if (rc != HVDS_SUCCESS) return rc;
+  rc = verdict(c, all);
+  if (rc != HVDS_SUCCESS) return rc;
+  c->zen_seed = all[S_SEED];  // rank 0's
+  uint64_t* nnz = all;        // compacted in place: nnz[r] = all[r * SLOTS + S_NNZ]
+  for (int r = 0; r < c->p->size; r++) {
+    nnz[r] = all[r * SLOTS + S_NNZ];
+    if (nnz[r] > c->res->max_nnz) c->res->max_nnz = nnz[r];
+    c->res->total_nnz += nnz[r];
+  }
+  c->nnz = nnz;
+  return HVDS_SUCCESS;
+}
+
+/* The forced algorithm, else the cost model's choice for the agreed counts. */
+static hvds_sparse_algo_t choose(const hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
+  if (o->algorithm != HVDS_SPARSE_AUTO) return o->algorithm;
+  if (!sum_op(c->op)) return HVDS_SPARSE_DENSE;
+  hvds_sparse_problem_t x = {c->p->size,
+                             (double)c->lay.dim,
+                             (double)c->lay.row,
+                             (double)hvds__dtype_bytes(c->lay.dtype),
+                             (double)hvds__sparse_idx_bytes(&c->lay),
+                             (double)c->res->max_nnz,
+                             o->overlap};
+  return hvds__sparse_select(&x, &o->net, NULL);
+}
+
+/* Average, then the result in the form the caller asked for. Consumes out. */
+static hvds_result_t finish(hvds_sparse_ctx_t* c, hvds_sstream_t* out) {
+  const hvds_sparse_layout_t* lay = &c->lay;
+  hvds_sparse_result_t* res = c->res;
+  if (hvds__sstream_own(lay, out) != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse allreduce");
+  if (c->op == HVDS_AVERAGE && c->p->size > 1 && out->n > 0)
+    hvds__scale(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, 1.0 / c->p->size);
+  if (res->dense_out != NULL) {
+    if (lay->dim > 0) hvds__sstream_to_dense(lay, out, res->dense_out);
+    hvds__sstream_free(out);
+    return HVDS_SUCCESS;
+  }
+  res->is_dense = out->dense;
+  res->nnz = out->n;
+  res->indices = out->dense ? NULL : out->base;
+  res->values = hvds__sstream_val(lay, out);
+  res->owned = out->owned;
+  *out = (hvds_sstream_t){0, lay->dim, 0, 0, NULL, NULL};
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* lay,
+                                     const void* indices, const void* values, size_t nnz,
+                                     hvds_reduce_op_t op, const hvds_sparse_opts_t* o,
+                                     hvds_sparse_result_t* res) {
+  static const hvds_sparse_opts_t defaults = HVDS_SPARSE_OPTS_INIT;
+  if (o == NULL) o = &defaults;
+  *res = (hvds_sparse_result_t){.dense_out = res->dense_out};
+  hvds_result_t rc = check_call(p, lay, op, o);
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds_sparse_ctx_t c = {.p = p,
+                         .lay = *lay,
+                         .op = op,
+                         .tag = o->tag,
+                         .coll = {o->tag, HVDS_ALGO_AUTO, o->chunk_bytes, 0},
+                         .zen_seed = o->zen_seed != 0 ? o->zen_seed : DEFAULT_ZEN_SEED,
+                         .res = res};
+  hvds_sparse_input_check_t chk;
+  hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
+  hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
+  uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
+  rc = all != NULL ? preamble(&c, &chk, &in, signature(lay, op, o->algorithm), all)
+                   : hvds__sparse_nomem(&c, "sparse allreduce");
+  if (rc == HVDS_SUCCESS) {
+    res->algorithm = choose(&c, o);
+    HVDS_DEBUG("sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu",
+               hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
+               res->total_nnz);
+    rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
+  }
+  if (rc == HVDS_SUCCESS) rc = finish(&c, &out);
+  hvds__sstream_free(&in);
+  hvds__sstream_free(&out);
+  free(all);
+  return rc;
+}
+
+void hvds__sparse_result_free(hvds_sparse_result_t* res) {
+  free(res->owned);
+  res->owned = res->indices = res->values = NULL;
+  res->nnz = 0;
+  res->is_dense = 0;
+}

@@ -1,0 +1,150 @@
+/* Exchange steps shared by the sparse algorithms (sparse_internal.h). Every payload of unknown
+ * size is preceded by its entry count, because the transports need exact receive sizes (MPI's
+ * maximum-size receives have no equivalent in Gloo or NCCL). Both sides derive the byte count
+ * from the entry count, so empty payloads are simply not sent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+#include "sparse_internal.h"
+
+hvds_result_t hvds__sparse_nomem(hvds_sparse_ctx_t* c, const char* what) {
+  return hvds__coll_nomem(c->p, what);
+}
+
+/* Pipelined copy steps: no reduction, segments of the dense chunk size. */
+static hvds_p2p_seg_t copy_seg(const hvds_sparse_ctx_t* c) {
+  return (hvds_p2p_seg_t){hvds__coll_segment(&c->coll, 1), NULL, HVDS_UINT8, HVDS_SUM};
+}
+
+static int real_of(const int* map, int v) { return map != NULL ? map[v] : v; }
+
+hvds_result_t hvds__sparse_xchg(hvds_sparse_ctx_t* c, int to, const hvds_sstream_t* s, int from,
+                                size_t lo, size_t len, hvds_sstream_t* r) {
+  hvds_p2p_seg_t seg = copy_seg(c);
+  uint64_t sn = to >= 0 ? s->n : 0, rn = 0;
+  if (r != NULL) *r = (hvds_sstream_t){lo, len, 0, 0, NULL, NULL};
+  hvds_result_t rc = hvds__p2p_sendrecv_seg(c->p, to, &sn, to >= 0 ? 8 : 0, from, &rn,
+                                            from >= 0 ? 8 : 0, c->tag, &seg);
+  if (rc != HVDS_SUCCESS) return rc;
+  if (from >= 0 && rn > len) {
+    snprintf(c->p->error, sizeof c->p->error,
+             "sparse: rank %d announced %llu entries for a range of %zu", from,
+             (unsigned long long)rn, len);
+    return HVDS_INTERNAL_ERROR;
+  }
+  if (from >= 0 &&
+      hvds__sstream_alloc(&c->lay, lo, len, rn, rn == len && len > 0, r) != HVDS_SUCCESS)
+    return hvds__sparse_nomem(c, "sparse exchange");
+  size_t sbytes = to >= 0 ? hvds__sstream_bytes(&c->lay, s->n, s->dense) : 0;
+  size_t rbytes = from >= 0 ? hvds__sstream_bytes(&c->lay, r->n, r->dense) : 0;
+  rc = hvds__p2p_sendrecv_seg(c->p, to, to >= 0 ? s->base : NULL, sbytes, from,
+                              from >= 0 ? r->base : NULL, rbytes, c->tag, &seg);
+  if (rc != HVDS_SUCCESS && r != NULL) hvds__sstream_free(r);
+  return rc;
+}
+
+hvds_result_t hvds__sparse_alltoallv(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                     const char* sbuf, const size_t* soff, const size_t* sbytes,
+                                     char* rbuf, const size_t* roff, const size_t* rbytes) {
+  hvds_p2p_seg_t seg = copy_seg(c);
+  if (sbytes[v] != rbytes[v]) {
+    snprintf(c->p->error, sizeof c->p->error, "sparse alltoallv: own block %zu vs %zu bytes",
+             sbytes[v], rbytes[v]);
+    return HVDS_INTERNAL_ERROR;
+  }
+  if (sbytes[v] > 0) memcpy(rbuf + roff[v], sbuf + soff[v], sbytes[v]);
+  for (int k = 1; k < m; k++) {
+    // Step k: send to the virtual rank k ahead, receive from the one k behind.
+    int to = (v + k) % m, from = (v - k + m) % m;
+    hvds_result_t rc = hvds__p2p_sendrecv_seg(
+        c->p, real_of(map, to), sbytes[to] ? sbuf + soff[to] : NULL, sbytes[to], real_of(map, from),
+        rbytes[from] ? rbuf + roff[from] : NULL, rbytes[from], c->tag, &seg);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                        const uint64_t* send, uint64_t* recv) {
+  recv[v] = send[v];
+  for (int k = 1; k < m; k++) {
+    int to = (v + k) % m, from = (v - k + m) % m;
+    hvds_result_t rc = hvds__p2p_sendrecv(c->p, real_of(map, to), &send[to], 8, real_of(map, from),
+                                          &recv[from], 8, c->tag);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_rd_allgather(hvds_sparse_ctx_t* c, const int* map, int p2, int v,
+                                        char* buf, const size_t* off) {
+  hvds_p2p_seg_t seg = copy_seg(c);
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    // This rank holds blocks [mine, mine + mask); the partner holds the adjacent group.
+    int peer = v ^ mask, mine = v & ~(mask - 1), theirs = peer & ~(mask - 1);
+    size_t sb = off[mine + mask] - off[mine], rb = off[theirs + mask] - off[theirs];
+    hvds_result_t rc =
+        hvds__p2p_sendrecv_seg(c->p, real_of(map, peer), sb ? buf + off[mine] : NULL, sb,
+                               real_of(map, peer), rb ? buf + off[theirs] : NULL, rb, c->tag, &seg);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_allgather_u64(hvds_sparse_ctx_t* c, const uint64_t* mine, int m,
+                                         uint64_t* all) {
+  size_t n = (size_t)c->p->size * (size_t)m;
+  memset(all, 0, n * sizeof(uint64_t));
+  memcpy(all + (size_t)c->p->rank * (size_t)m, mine, (size_t)m * sizeof(uint64_t));
+  hvds_coll_opts_t o = c->coll;
+  o.algorithm = HVDS_ALGO_RHD;
+  return hvds__allreduce(c->p, all, n, HVDS_INT64, HVDS_SUM, &o);
+}
+
+/* ---- Fold to a power of two ---- */
+
+void hvds__sparse_fold_plan(int size, int rank, hvds_sparse_fold_t* f) {
+  int p2 = 1;
+  while (p2 * 2 <= size) p2 *= 2;
+  f->p2 = p2;
+  f->rem = size - p2;
+  f->v = rank >= 2 * f->rem ? rank - f->rem : (rank % 2 ? rank / 2 : -1);
+}
+
+int hvds__sparse_fold_real(const hvds_sparse_fold_t* f, int v) {
+  return v < f->rem ? 2 * v + 1 : v + f->rem;
+}
+
+void hvds__sparse_fold_map(const hvds_sparse_fold_t* f, int* map) {
+  for (int v = 0; v < f->p2; v++) map[v] = hvds__sparse_fold_real(f, v);
+}
+
+hvds_result_t hvds__sparse_fold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f,
+                                hvds_sstream_t* acc) {
+  int r = c->p->rank;
+  if (r >= 2 * f->rem) return HVDS_SUCCESS;
+  if (r % 2 == 0) {
+    hvds_result_t rc = hvds__sparse_xchg(c, r + 1, acc, -1, 0, 0, NULL);
+    hvds__sstream_free(acc);
+    return rc;
+  }
+  hvds_sstream_t t, m;
+  hvds_result_t rc = hvds__sparse_xchg(c, -1, NULL, r - 1, 0, c->lay.dim, &t);
+  if (rc != HVDS_SUCCESS) return rc;
+  rc = hvds__sstream_merge(&c->lay, acc, &t, 1, &m);
+  hvds__sstream_free(&t);
+  if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse fold");
+  hvds__sstream_free(acc);
+  *acc = m;
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_unfold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f,
+                                  hvds_sstream_t* acc) {
+  int r = c->p->rank;
+  if (r >= 2 * f->rem) return HVDS_SUCCESS;
+  if (r % 2) return hvds__sparse_xchg(c, r - 1, acc, -1, 0, 0, NULL);
+  return hvds__sparse_xchg(c, -1, NULL, r + 1, 0, c->lay.dim, acc);
+}

@@ -1,0 +1,260 @@
+/* The sparse stream (sparse_stream.h): layout checks, memory, input normalization (validate,
+ * sort, sum duplicates, dense switch), scatter to dense, and the radix sort everything uses.
+ * Merging and splitting live in sparse_merge.c. */
+#include "sparse_stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+
+hvds_result_t hvds__sparse_layout_check(const hvds_sparse_layout_t* lay, char* err, size_t errlen) {
+  size_t vsz = hvds__dtype_bytes(lay->dtype);
+  if (vsz == 0 || hvds__reduce(NULL, NULL, 0, lay->dtype, HVDS_SUM) != HVDS_SUCCESS) {
+    snprintf(err, errlen, "sparse: unknown value dtype %d", (int)lay->dtype);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  if (lay->index_dtype != HVDS_INT32 && lay->index_dtype != HVDS_INT64) {
+    snprintf(err, errlen, "sparse: index dtype %d is not int32 or int64", (int)lay->index_dtype);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  if (lay->row == 0) {
+    snprintf(err, errlen, "sparse: row width is 0");
+    return HVDS_INVALID_ARGUMENT;
+  }
+  uint64_t max_dim = lay->index_dtype == HVDS_INT32 ? (uint64_t)INT32_MAX + 1 : (uint64_t)INT64_MAX;
+  if ((uint64_t)lay->dim > max_dim) {
+    snprintf(err, errlen, "sparse: dim %zu is not addressable with %s indices", lay->dim,
+             lay->index_dtype == HVDS_INT32 ? "int32" : "int64");
+    return HVDS_INVALID_ARGUMENT;
+  }
+  if (lay->row > SIZE_MAX / 8 / vsz || (lay->dim > 0 && lay->row * vsz > SIZE_MAX / 8 / lay->dim)) {
+    snprintf(err, errlen, "sparse: dim %zu x row %zu values overflow the address space", lay->dim,
+             lay->row);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  return HVDS_SUCCESS;
+}
+
+size_t hvds__sparse_idx_bytes(const hvds_sparse_layout_t* lay) {
+  return lay->index_dtype == HVDS_INT32 ? 4 : 8;
+}
+
+size_t hvds__sparse_row_bytes(const hvds_sparse_layout_t* lay) {
+  return lay->row * hvds__dtype_bytes(lay->dtype);
+}
+
+int hvds__sparse_dense_rule(const hvds_sparse_layout_t* lay, size_t n, size_t len) {
+  if (len == 0) return 0;
+  unsigned __int128 rb = hvds__sparse_row_bytes(lay);
+  return (unsigned __int128)n * (hvds__sparse_idx_bytes(lay) + rb) >= (unsigned __int128)len * rb;
+}
+
+size_t hvds__sparse_part_lo(size_t lo, size_t len, int m, int j) {
+  return lo + (size_t)((unsigned __int128)len * (unsigned)j / (unsigned)m);
+}
+
+size_t hvds__sstream_bytes(const hvds_sparse_layout_t* lay, size_t n, int dense) {
+  size_t vals = hvds__pad8(n * hvds__sparse_row_bytes(lay));
+  return dense ? vals : hvds__pad8(n * hvds__sparse_idx_bytes(lay)) + vals;
+}
+
+char* hvds__sstream_val(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s) {
+  if (s->base == NULL || s->dense) return s->base;
+  return s->base + hvds__pad8(s->n * hvds__sparse_idx_bytes(lay));
+}
+
+int64_t hvds__sstream_index(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, size_t i) {
+  return s->dense ? (int64_t)(s->lo + i) : hvds__sparse_idx_get(lay, s->base, i);
+}
+
+/* ---- Memory ---- */
+
+hvds_result_t hvds__sstream_alloc(const hvds_sparse_layout_t* lay, size_t lo, size_t len, size_t n,
+                                  int dense, hvds_sstream_t* out) {
+  *out = (hvds_sstream_t){lo, len, n, dense, NULL, NULL};
+  size_t bytes = hvds__sstream_bytes(lay, n, dense);
+  if (bytes == 0) return HVDS_SUCCESS;
+  char* mem = malloc(bytes);
+  if (mem == NULL) return HVDS_SYSTEM_ERROR;
+  out->base = out->owned = mem;
+  hvds__sstream_zero_padding(lay, mem, n, dense);
+  return HVDS_SUCCESS;
+}
+
+void hvds__sstream_zero_padding(const hvds_sparse_layout_t* lay, char* base, size_t n, int dense) {
+  size_t rb = n * hvds__sparse_row_bytes(lay), ib = dense ? 0 : n * hvds__sparse_idx_bytes(lay);
+  memset(base + ib, 0, hvds__pad8(ib) - ib);
+  memset(base + hvds__pad8(ib) + rb, 0, hvds__pad8(rb) - rb);
+}
+
+void hvds__sstream_view(const hvds_sparse_layout_t* lay, char* base, size_t lo, size_t len,
+                        size_t n, int dense, hvds_sstream_t* out) {
+  *out = (hvds_sstream_t){lo, len, n, dense, n > 0 ? base : NULL, NULL};
+}
+
+void hvds__sstream_free(hvds_sstream_t* s) {
+  free(s->owned);
+  *s = (hvds_sstream_t){s->lo, s->len, 0, 0, NULL, NULL};
+}
+
+hvds_result_t hvds__sstream_own(const hvds_sparse_layout_t* lay, hvds_sstream_t* s) {
+  if (s->owned != NULL || s->base == NULL) return HVDS_SUCCESS;
+  hvds_sstream_t t;
+  if (hvds__sstream_alloc(lay, s->lo, s->len, s->n, s->dense, &t) != HVDS_SUCCESS)
+    return HVDS_SYSTEM_ERROR;
+  memcpy(t.base, s->base, hvds__sstream_bytes(lay, s->n, s->dense));
+  *s = t;
+  return HVDS_SUCCESS;
+}
+
+/* ---- Radix sort ---- */
+
+/* One stable counting pass on byte `shift` of the keys; returns 0 when every key has the same
+ * byte there (nothing moved). */
+static int radix_pass(const uint64_t* k, const uint64_t* v, uint64_t* k2, uint64_t* v2, size_t n,
+                      int shift) {
+  size_t count[257] = {0};
+  for (size_t i = 0; i < n; i++) count[((k[i] >> shift) & 0xff) + 1]++;
+  for (int d = 0; d < 256; d++)
+    if (count[d + 1] == n) return 0;
+  for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+  for (size_t i = 0; i < n; i++) {
+    size_t at = count[(k[i] >> shift) & 0xff]++;
+    k2[at] = k[i];
+    v2[at] = v[i];
+  }
+  return 1;
+}
+
+hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, uint64_t max_key) {
+  if (n < 2) return HVDS_SUCCESS;
+  uint64_t* tmp = malloc(2 * n * sizeof(uint64_t));
+  if (tmp == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t *k = key, *v = val, *k2 = tmp, *v2 = tmp + n;
+  for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += 8) {
+    if (!radix_pass(k, v, k2, v2, n, shift)) continue;
+    uint64_t *tk = k, *tv = v;
+    k = k2, v = v2, k2 = tk, v2 = tv;
+  }
+  if (k != key) {
+    memcpy(key, k, n * sizeof(uint64_t));
+    memcpy(val, v, n * sizeof(uint64_t));
+  }
+  free(tmp);
+  return HVDS_SUCCESS;
+}
+
+/* ---- Input normalization ---- */
+
+/* Checks every index against [0, dim). Returns 1 if strictly ascending, 0 if not, -1 on a bad
+ * index (recorded in chk). */
+static int scan_indices(const hvds_sparse_layout_t* lay, const void* indices, size_t nnz,
+                        hvds_sparse_input_check_t* chk) {
+  int sorted = 1;
+  int64_t prev = -1;
+  for (size_t i = 0; i < nnz; i++) {
+    int64_t x = hvds__sparse_idx_get(lay, indices, i);
+    if (x < 0 || (uint64_t)x >= (uint64_t)lay->dim) {
+      *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_BAD_INDEX, x, i};
+      return -1;
+    }
+    if (x <= prev) sorted = 0;
+    prev = x;
+  }
+  return sorted;
+}
+
+/* Sorted unique input: copy it, sparse or dense. */
+static hvds_result_t copy_sorted(const hvds_sparse_layout_t* lay, const void* indices,
+                                 const char* values, size_t nnz, hvds_sstream_t* out) {
+  size_t rb = hvds__sparse_row_bytes(lay);
+  int dense = hvds__sparse_dense_rule(lay, nnz, lay->dim);
+  size_t n = dense ? lay->dim : nnz;
+  if (hvds__sstream_alloc(lay, 0, lay->dim, n, dense, out) != HVDS_SUCCESS)
+    return HVDS_SYSTEM_ERROR;
+  char* val = hvds__sstream_val(lay, out);
+  if (!dense) {
+    memcpy(out->base, indices, nnz * hvds__sparse_idx_bytes(lay));
+    memcpy(val, values, nnz * rb);
+    return HVDS_SUCCESS;
+  }
+  memset(val, 0, n * rb);
+  for (size_t i = 0; i < nnz; i++)
+    hvds__sparse_row_copy(val + (size_t)hvds__sparse_idx_get(lay, indices, i) * rb, values + i * rb,
+                          rb);
+  return HVDS_SUCCESS;
+}
+
+/* Unsorted or duplicated input: sort (index, position) pairs, then sum each run of equal indices
+ * in input order. */
+static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* indices,
+                                  const char* values, size_t nnz, hvds_sstream_t* out) {
+  size_t rb = hvds__sparse_row_bytes(lay);
+  uint64_t* key = malloc(2 * nnz * sizeof(uint64_t));
+  if (key == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t* pos = key + nnz;
+  for (size_t i = 0; i < nnz; i++) {
+    key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i);
+    pos[i] = i;
+  }
+  hvds_result_t rc = hvds__sparse_sort_pairs(key, pos, nnz, lay->dim - 1);
+  size_t u = 0;
+  for (size_t i = 0; i < nnz; i++) u += i == 0 || key[i] != key[i - 1];
+  int dense = hvds__sparse_dense_rule(lay, u, lay->dim);
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : u, dense, out);
+  if (rc != HVDS_SUCCESS) {
+    free(key);
+    return HVDS_SYSTEM_ERROR;
+  }
+  char* val = hvds__sstream_val(lay, out);
+  if (dense) memset(val, 0, lay->dim * rb);
+  size_t e = 0;  // output entry of the current run
+  for (size_t i = 0; i < nnz; i++) {
+    int first = i == 0 || key[i] != key[i - 1];
+    if (first && i > 0) e++;
+    size_t at = dense ? key[i] : e;
+    if (first && !dense) hvds__sparse_idx_set(lay, out->base, e, (int64_t)key[i]);
+    if (first)
+      hvds__sparse_row_copy(val + at * rb, values + pos[i] * rb, rb);
+    else
+      hvds__sparse_row_add(lay, val + at * rb, values + pos[i] * rb);
+  }
+  free(key);
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sstream_from_input(const hvds_sparse_layout_t* lay, const void* indices,
+                                       const void* values, size_t nnz,
+                                       hvds_sparse_input_check_t* chk, hvds_sstream_t* out) {
+  *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_OK, 0, 0};
+  *out = (hvds_sstream_t){0, lay->dim, 0, 0, NULL, NULL};
+  if (nnz == 0) return HVDS_SUCCESS;
+  if (indices == NULL || values == NULL) {
+    chk->status = HVDS_SPARSE_INPUT_NULL;
+    return HVDS_INVALID_ARGUMENT;
+  }
+  int sorted = scan_indices(lay, indices, nnz, chk);
+  if (sorted < 0) return HVDS_INVALID_ARGUMENT;
+  hvds_result_t rc = sorted ? copy_sorted(lay, indices, values, nnz, out)
+                            : sort_and_sum(lay, indices, values, nnz, out);
+  if (rc != HVDS_SUCCESS) chk->status = HVDS_SPARSE_INPUT_NOMEM;
+  return rc;
+}
+
+void hvds__sstream_to_dense(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, void* dense) {
+  size_t rb = hvds__sparse_row_bytes(lay);
+  char* d = dense;
+  const char* val = hvds__sstream_val(lay, s);
+  if (s->dense) {
+    memset(d, 0, s->lo * rb);
+    memcpy(d + s->lo * rb, val, s->len * rb);
+    memset(d + (s->lo + s->len) * rb, 0, (lay->dim - s->lo - s->len) * rb);
+    return;
+  }
+  memset(d, 0, lay->dim * rb);
+  for (size_t i = 0; i < s->n; i++)
+    hvds__sparse_row_copy(d + (size_t)hvds__sparse_idx_get(lay, s->base, i) * rb, val + i * rb, rb);
+}

@@ -1,0 +1,285 @@
+/* ZEN balanced parallelism (Wang et al., OSDI'25): hash-partitioned sparse reduce-scatter
+ * (push), then a sparse allgather with hash bitmaps (pull).
+ *
+ * Algorithm: every rank hashes each of its indices with the keyed permutation of zen_hash.h
+ * (key from rank 0) and owner j takes the hashed range j of P equal ranges, so skewed indices
+ * spread evenly and the same index goes to the same owner on every rank.
+ *   Partition: a counting sort by owner (histogram, prefix sum, stable scatter) packs P blocks,
+ *     each in index order. Lossless: no hash table, no overflow area.
+ *   Push: one size exchange (a count to each rank), then a pairwise all-to-all of the blocks.
+ *   Aggregate: owner j merges its P blocks in a fixed tree order (hvds__sstream_merge_many).
+ *   Pull: one small allgather of the owners' entry counts; then each owner sends its partition
+ *     as COO (indices + values) or as a hash bitmap (one bit per hashed position in its range,
+ *     plus the values in hashed order), whichever is smaller; every rank gathers all partitions
+ *     (ring allgatherv) and decodes them into the result (sorted, or dense by the byte rule).
+ * Steps: 2 (P - 1) for the push, 2 log2 P for the count allgather, P - 1 for the pull.
+ * Cost: push (P - 1)/P k s beta; pull (P - 1)/P min(K s, N/8 + K row_bytes) beta: the pull's
+ * index cost is bounded by one bit per index of the tensor, whatever P and the density.
+ * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
+ * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
+ * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
+ * summed by one owner.
+ *
+ * Partitions for P = 3 (hashed ranges H0 H1 H2; * = summed over all ranks):
+ *
+ *   step      | rank 0    | rank 1    | rank 2
+ *   ----------+-----------+-----------+----------
+ *   partition | its H0 H1 H2 blocks on every rank
+ *   push      | H0*       | H1*       | H2*
+ *   pull      | H0*H1*H2* | H0*H1*H2* | H0*H1*H2*
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sparse_internal.h"
+#include "zen_hash.h"
+
+typedef struct {
+  hvds_sparse_ctx_t* c;
+  hvds_zen_hash_t h;
+  int P, r;
+  size_t *soff, *sbytes, *roff, *rbytes; /* push blocks */
+  size_t *goff, *gbytes;                 /* pull blocks (goff has P + 1 entries) */
+  uint64_t *scount, *rcount, *cursor;    /* entries per push block */
+  uint64_t* gather;                      /* per rank: partition entries, push imbalance bits */
+  hvds_sstream_t* parts;                 /* views of the received push blocks */
+  hvds_sstream_t agg;                    /* this rank's partition, summed */
+  char *sbuf, *rbuf, *gbuf;
+} zen_t;
+
+static size_t range_lo(const zen_t* x, int j) {
+  return hvds__sparse_part_lo(0, x->c->lay.dim, x->P, j);
+}
+static size_t range_len(const zen_t* x, int j) { return range_lo(x, j + 1) - range_lo(x, j); }
+static uint64_t part_entries(const zen_t* x, int j) { return x->gather[2 * j]; }
+
+/* Bytes of owner j's pull block as a bitmap and as COO; bitmap iff strictly smaller. */
+static size_t bitmap_bytes(const zen_t* x, int j) {
+  return hvds__pad8((range_len(x, j) + 7) / 8) +
+         hvds__pad8(part_entries(x, j) * hvds__sparse_row_bytes(&x->c->lay));
+}
+static int use_bitmap(const zen_t* x, int j) {
+  return bitmap_bytes(x, j) < hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
+}
+
+/* Counting sort of the input's entries by owner into the push blocks. */
+static hvds_result_t partition(zen_t* x, const hvds_sstream_t* in) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), isz = hvds__sparse_idx_bytes(lay), total = 0;
+  int* owner = malloc((in->n > 0 ? in->n : 1) * sizeof(int));
+  if (owner == NULL) return HVDS_SYSTEM_ERROR;
+  for (size_t i = 0; i < in->n; i++) {
+    uint64_t y = hvds__zen_hash(&x->h, (uint64_t)hvds__sstream_index(lay, in, i));
+    owner[i] = hvds__zen_owner(lay->dim, x->P, y);
+    x->scount[owner[i]]++;
+  }
+  for (int j = 0; j < x->P; j++) {
+    x->soff[j] = total;
+    x->sbytes[j] = hvds__sstream_bytes(lay, x->scount[j], 0);
+    total += x->sbytes[j];
+  }
+  x->sbuf = malloc(total > 0 ? total : 1);
+  if (x->sbuf == NULL) {
+    free(owner);
+    return HVDS_SYSTEM_ERROR;
+  }
+  const char* val = hvds__sstream_val(lay, in);
+  for (size_t i = 0; i < in->n; i++) {
+    int j = owner[i];
+    size_t e = x->cursor[j]++;
+    char* blk = x->sbuf + x->soff[j];
+    hvds__sparse_idx_set(lay, blk, e, hvds__sstream_index(lay, in, i));
+    hvds__sparse_row_copy(blk + hvds__pad8(x->scount[j] * isz) + e * rb, val + i * rb, rb);
+  }
+  for (int j = 0; j < x->P; j++)
+    hvds__sstream_zero_padding(lay, x->sbuf + x->soff[j], x->scount[j], 0);
+  free(owner);
+  return HVDS_SUCCESS;
+}
+
+/* Push: size exchange, all-to-all of the blocks, and the sum of this rank's partition. */
+static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  if (partition(x, in) != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "zen");
+  hvds_result_t rc = hvds__sparse_alltoall_u64(x->c, NULL, x->P, x->r, x->scount, x->rcount);
+  if (rc != HVDS_SUCCESS) return rc;
+  size_t total = 0;
+  for (int j = 0; j < x->P; j++) {
+    x->roff[j] = total;
+    x->rbytes[j] = hvds__sstream_bytes(lay, x->rcount[j], 0);
+    total += x->rbytes[j];
+  }
+  x->rbuf = malloc(total > 0 ? total : 1);
+  if (x->rbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
+  rc = hvds__sparse_alltoallv(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->sbytes, x->rbuf, x->roff,
+                              x->rbytes);
+  if (rc != HVDS_SUCCESS) return rc;
+  for (int j = 0; j < x->P; j++)
+    hvds__sstream_view(lay, x->rbuf + x->roff[j], 0, lay->dim, x->rcount[j], 0, &x->parts[j]);
+  if (hvds__sstream_merge_many(lay, x->parts, x->P, 0, &x->agg) != HVDS_SUCCESS)
+    return hvds__sparse_nomem(x->c, "zen");
+  return HVDS_SUCCESS;
+}
+
+/* Owner r's partition as a bitmap over its hashed range, then its rows in hashed order. */
+static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), n = x->agg.n, lo = range_lo(x, x->r);
+  size_t mapb = hvds__pad8((range_len(x, x->r) + 7) / 8);
+  uint64_t* key = malloc((n > 0 ? 2 * n : 1) * sizeof(uint64_t));
+  if (key == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t* pos = key + n;
+  for (size_t i = 0; i < n; i++) {
+    key[i] = hvds__zen_hash(&x->h, (uint64_t)hvds__sstream_index(lay, &x->agg, i)) - lo;
+    pos[i] = i;
+  }
+  if (hvds__sparse_sort_pairs(key, pos, n, range_len(x, x->r)) != HVDS_SUCCESS) {
+    free(key);
+    return HVDS_SYSTEM_ERROR;
+  }
+  unsigned char* map = (unsigned char*)dst;
+  memset(map, 0, mapb);
+  const char* val = hvds__sstream_val(lay, &x->agg);
+  for (size_t t = 0; t < n; t++) {
+    map[key[t] >> 3] |= (unsigned char)(1u << (key[t] & 7));  // LSB first
+    hvds__sparse_row_copy(dst + mapb + t * rb, val + pos[t] * rb, rb);
+  }
+  memset(dst + mapb + n * rb, 0, hvds__pad8(n * rb) - n * rb);
+  free(key);
+  return HVDS_SUCCESS;
+}
+
+/* Pull, part 1: agree on the partitions' sizes and encodings, and gather them all. */
+static hvds_result_t pull(zen_t* x, double push_imbalance) {
+  uint64_t mine[2] = {x->agg.n, 0};
+  memcpy(&mine[1], &push_imbalance, sizeof(double));  // travels bit for bit (others add zero)
+  hvds_result_t rc = hvds__sparse_allgather_u64(x->c, mine, 2, x->gather);
+  if (rc != HVDS_SUCCESS) return rc;
+  x->goff[0] = 0;
+  for (int j = 0; j < x->P; j++) {
+    x->gbytes[j] = use_bitmap(x, j) ? bitmap_bytes(x, j)
+                                    : hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
+    x->goff[j + 1] = x->goff[j] + x->gbytes[j];
+  }
+  x->gbuf = malloc(x->goff[x->P] > 0 ? x->goff[x->P] : 1);
+  if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
+  char* dst = x->gbuf + x->goff[x->r];
+  if (use_bitmap(x, x->r)) {
+    if (encode_bitmap(x, dst) != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "zen");
+  } else if (x->gbytes[x->r] > 0) {
+    memcpy(dst, x->agg.base, x->gbytes[x->r]);
+  }
+  return hvds__allgatherv(x->c->p, x->gbuf, x->gbytes, &x->c->coll);
+}
+
+/* Lists every gathered entry: key[e] = its index, src[e] = its row's offset in gbuf. */
+static void collect(const zen_t* x, uint64_t* key, uint64_t* src) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), e = 0;
+  for (int j = 0; j < x->P; j++) {
+    const char* blk = x->gbuf + x->goff[j];
+    size_t n = part_entries(x, j);
+    if (!use_bitmap(x, j)) {
+      size_t vals = x->goff[j] + hvds__pad8(n * hvds__sparse_idx_bytes(lay));
+      for (size_t i = 0; i < n; i++, e++) {
+        key[e] = (uint64_t)hvds__sparse_idx_get(lay, blk, i);
+        src[e] = vals + i * rb;
+      }
+      continue;
+    }
+    size_t bytes = (range_len(x, j) + 7) / 8, t = 0, lo = range_lo(x, j);
+    size_t vals = x->goff[j] + hvds__pad8(bytes);
+    for (size_t b = 0; b < bytes; b++) {
+      for (unsigned v = (unsigned char)blk[b]; v != 0; v &= v - 1, t++, e++) {
+        key[e] = hvds__zen_hash_inv(&x->h, lo + b * 8 + (size_t)__builtin_ctz(v));
+        src[e] = vals + t * rb;
+      }
+    }
+  }
+}
+
+/* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. */
+static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), total = 0;
+  for (int j = 0; j < x->P; j++) total += part_entries(x, j);
+  int dense = hvds__sparse_dense_rule(lay, total, lay->dim);
+  uint64_t* key = malloc((total > 0 ? 2 * total : 1) * sizeof(uint64_t));
+  if (key == NULL) return hvds__sparse_nomem(x->c, "zen");
+  uint64_t* src = key + total;
+  collect(x, key, src);
+  hvds_result_t rc = dense ? HVDS_SUCCESS : hvds__sparse_sort_pairs(key, src, total, lay->dim - 1);
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out);
+  if (rc != HVDS_SUCCESS) {
+    free(key);
+    return hvds__sparse_nomem(x->c, "zen");
+  }
+  char* ov = hvds__sstream_val(lay, out);
+  if (dense) memset(ov, 0, lay->dim * rb);
+  for (size_t e = 0; e < total; e++) {
+    if (!dense) hvds__sparse_idx_set(lay, out->base, e, (int64_t)key[e]);
+    hvds__sparse_row_copy(ov + (dense ? key[e] : e) * rb, x->gbuf + src[e], rb);
+  }
+  free(key);
+  return HVDS_SUCCESS;
+}
+
+/* Logs and records this call's imbalance figures. */
+static void report(zen_t* x, double push_imbalance) {
+  double worst = 0, total = 0, largest = 0;
+  for (int j = 0; j < x->P; j++) {
+    double b;
+    memcpy(&b, &x->gather[2 * j + 1], sizeof b);
+    if (b > worst) worst = b;
+    total += (double)part_entries(x, j);
+    if ((double)part_entries(x, j) > largest) largest = (double)part_entries(x, j);
+  }
+  x->c->res->push_imbalance = worst;
+  x->c->res->pull_imbalance = total > 0 ? x->P * largest / total : 1.0;
+  HVDS_DEBUG(
+      "zen: rank %d of %d: push imbalance %.3f here, %.3f worst; owns %llu of %.0f "
+      "entries (pull imbalance %.3f)",
+      x->r, x->P, push_imbalance, worst, (unsigned long long)x->agg.n, total,
+      x->c->res->pull_imbalance);
+}
+
+static int zen_init(zen_t* x, hvds_sparse_ctx_t* c) {
+  size_t P = (size_t)c->p->size;
+  *x = (zen_t){.c = c, .P = c->p->size, .r = c->p->rank};
+  hvds__zen_hash_init(&x->h, c->lay.dim, c->zen_seed);
+  x->soff = calloc(6 * P + 1, sizeof(size_t));
+  x->scount = calloc(5 * P, sizeof(uint64_t));
+  x->parts = calloc(P, sizeof(hvds_sstream_t));
+  if (x->soff == NULL || x->scount == NULL || x->parts == NULL) return 0;
+  x->sbytes = x->soff + P, x->roff = x->soff + 2 * P, x->rbytes = x->soff + 3 * P;
+  x->gbytes = x->soff + 4 * P, x->goff = x->soff + 5 * P;
+  x->rcount = x->scount + P, x->cursor = x->scount + 2 * P, x->gather = x->scount + 3 * P;
+  return 1;
+}
+
+hvds_result_t hvds__sparse_run_zen(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvds_sstream_t* out) {
+  *out = (hvds_sstream_t){0, c->lay.dim, 0, 0, NULL, NULL};
+  if (c->lay.dim == 0) return HVDS_SUCCESS;  // nothing to move on any rank
+  zen_t x;
+  hvds_result_t rc = zen_init(&x, c) ? HVDS_SUCCESS : hvds__sparse_nomem(c, "zen");
+  if (rc == HVDS_SUCCESS) rc = push(&x, in);
+  uint64_t sent = 0, largest = 0;
+  for (int j = 0; rc == HVDS_SUCCESS && j < x.P; j++) {
+    sent += x.scount[j];
+    if (x.scount[j] > largest) largest = x.scount[j];
+  }
+  double push_imbalance = sent > 0 ? (double)x.P * (double)largest / (double)sent : 1.0;
+  if (rc == HVDS_SUCCESS) rc = pull(&x, push_imbalance);
+  if (rc == HVDS_SUCCESS) rc = decode(&x, out);
+  if (rc == HVDS_SUCCESS) report(&x, push_imbalance);
+  hvds__sstream_free(&x.agg);
+  free(x.soff);
+  free(x.scount);
+  free(x.parts);
+  free(x.sbuf);
+  free(x.rbuf);
+  free(x.gbuf);
+  return rc;
+}

@@ -1,0 +1,102 @@
+// The cost model: union estimates, the selector's qualitative regions (dense when dense, sparse
+// when very sparse, the SparCML model table's picks), and determinism.
+#include "cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace {
+
+hvds_sparse_problem_t problem(int P, double N, double density, double overlap = -1) {
+  return {P, N, 1, 4, 4, density * N, overlap};
+}
+
+bool is_sparse(hvds_sparse_algo_t a) { return a != HVDS_SPARSE_DENSE && a != HVDS_SPARSE_DSAR; }
+
+}  // namespace
+
+TEST(SparseCostModel, UnionEstimates) {
+  auto x = problem(8, 1000, 0.01, 1.0);
+  EXPECT_DOUBLE_EQ(hvds__sparse_union(&x, 8), 10);  // identical supports
+  x.overlap = 0;
+  EXPECT_DOUBLE_EQ(hvds__sparse_union(&x, 8), 80);      // disjoint
+  EXPECT_DOUBLE_EQ(hvds__sparse_union(&x, 200), 1000);  // capped at N
+  x.overlap = 0.5;
+  EXPECT_DOUBLE_EQ(hvds__sparse_union(&x, 2), 15);  // 2k - |A n B|
+  x.overlap = -1;                                   // uniform: N (1 - (1 - d)^m)
+  EXPECT_NEAR(hvds__sparse_union(&x, 2), 1000 * (1 - 0.99 * 0.99), 1e-9);
+  EXPECT_NEAR(hvds__sparse_union(&x, 1), 10, 1e-9);
+}
+
+// (Dense needs a bandwidth-bound size: for a few tens of KB, P - 1 whole-vector messages of the
+// allgather baseline beat the dense allreduce's 2 log P or 2 (P - 1) latencies, as they would on a
+// real link. P = 2 is left out of the dense half: there one swap of the dense vectors, which is
+// what the allgather baseline does with dense streams, is one message cheaper than
+// halving-doubling.)
+TEST(SparseCostModel, DenseAtHighDensitySparseAtVeryLowDensity) {
+  for (int P : {2, 3, 4, 7, 8, 16, 64}) {
+    for (double N : {1e4, 1e6, 1e8}) {
+      auto lo = problem(P, N, 1e-5);
+      EXPECT_TRUE(is_sparse(hvds__sparse_select(&lo, nullptr, nullptr))) << "P " << P << " N " << N;
+      if (P == 2 || N < 1e6) continue;
+      for (double d : {0.6, 0.9, 1.0}) {
+        auto hi = problem(P, N, d);
+        EXPECT_EQ(hvds__sparse_select(&hi, nullptr, nullptr), HVDS_SPARSE_DENSE)
+            << "P " << P << " N " << N << " d " << d;
+      }
+    }
+  }
+}
+
+// The digest's model table (N = 2^24, f32/u32, Aries-like: 1.5 us, 9.5 GB/s): recursive doubling
+// for small P and low density; not recursive doubling once the union fills in at P = 64.
+TEST(SparseCostModel, SparcmlRegions) {
+  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9};
+  const double N = 1 << 24;
+  auto x = problem(8, N, 1e-3);
+  EXPECT_EQ(hvds__sparse_select(&x, &aries, nullptr), HVDS_SPARSE_SSAR_RD);
+  x = problem(64, N, 5e-2);
+  hvds_sparse_algo_t a = hvds__sparse_select(&x, &aries, nullptr);
+  EXPECT_NE(a, HVDS_SPARSE_SSAR_RD);
+  EXPECT_NE(a, HVDS_SPARSE_ALLGATHER);
+  // Recursive doubling after fill-in costs more than the dense allreduce (the digest's warning).
+  EXPECT_GT(hvds__sparse_cost(HVDS_SPARSE_SSAR_RD, &x, &aries),
+            hvds__sparse_cost(HVDS_SPARSE_DENSE, &x, &aries));
+}
+
+// More overlap makes partitioned schemes (ZEN, split-allgather) relatively cheaper than the
+// allgather baseline, whose cost ignores overlap.
+TEST(SparseCostModel, OverlapHelpsPartitionedSchemes) {
+  auto lo = problem(32, 1 << 24, 1e-2, 0.0), hi = problem(32, 1 << 24, 1e-2, 0.9);
+  EXPECT_DOUBLE_EQ(hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &lo, nullptr),
+                   hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &hi, nullptr));
+  EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_ZEN, &hi, nullptr),
+            hvds__sparse_cost(HVDS_SPARSE_ZEN, &lo, nullptr));
+  EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_ZEN, &hi, nullptr),
+            hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &hi, nullptr));
+}
+
+TEST(SparseCostModel, DeterministicAndReportsEveryCost) {
+  for (double d : {1e-6, 1e-4, 1e-2, 0.1, 0.3, 0.9}) {
+    for (int P : {1, 2, 5, 8, 100}) {
+      auto x = problem(P, 123457, d, d > 0.05 ? 0.3 : -1);
+      double c1[HVDS_SPARSE_ALGO_COUNT], c2[HVDS_SPARSE_ALGO_COUNT];
+      hvds_sparse_algo_t a1 = hvds__sparse_select(&x, nullptr, c1);
+      hvds_sparse_algo_t a2 = hvds__sparse_select(&x, nullptr, c2);
+      EXPECT_EQ(a1, a2);
+      EXPECT_EQ(memcmp(c1, c2, sizeof c1), 0);
+      for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
+        EXPECT_GE(c1[a], 0);
+        if (P > 1) {
+          EXPECT_LE(c1[a1], c1[a]);
+        }
+      }
+      if (P == 1) {
+        EXPECT_EQ(a1, HVDS_SPARSE_SSAR_RD);
+      }
+    }
+  }
+  auto x = problem(4, 1000, 0.01);
+  EXPECT_GT(hvds__sparse_cost(HVDS_SPARSE_AUTO, &x, nullptr), 1e300);
+}

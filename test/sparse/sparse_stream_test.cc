@@ -1,0 +1,275 @@
+// The sparse stream on one thread: normalization (validation, sort, duplicate sums, the byte
+// rule's threshold), merges (sparse, dense, the switch on the union, symmetry), the tree merge,
+// the split into partitions, and the radix sort.
+#include "sparse_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "reduce.h"
+
+namespace {
+
+hvds_sparse_layout_t coo(size_t dim, hvds_dtype_t t = HVDS_FLOAT32, hvds_dtype_t it = HVDS_INT32) {
+  return {dim, 1, t, it};
+}
+
+// A stream from int64 indices and float values (converted to the layout's types).
+hvds_sstream_t make(const hvds_sparse_layout_t& lay, const std::vector<int64_t>& idx,
+                    const std::vector<float>& val) {
+  std::vector<char> ib(idx.size() * hvds__sparse_idx_bytes(&lay));
+  for (size_t i = 0; i < idx.size(); i++) hvds__sparse_idx_set(&lay, ib.data(), i, idx[i]);
+  std::vector<float> v(val);
+  EXPECT_EQ(lay.dtype, HVDS_FLOAT32);
+  hvds_sparse_input_check_t chk;
+  hvds_sstream_t s;
+  EXPECT_EQ(hvds__sstream_from_input(&lay, ib.data(), v.data(), idx.size(), &chk, &s),
+            HVDS_SUCCESS);
+  return s;
+}
+
+std::vector<float> densify(const hvds_sparse_layout_t& lay, const hvds_sstream_t& s) {
+  std::vector<float> d(lay.dim * lay.row, -1);
+  hvds__sstream_to_dense(&lay, &s, d.data());
+  return d;
+}
+
+std::vector<char> raw(const hvds_sparse_layout_t& lay, const hvds_sstream_t& s) {
+  size_t b = hvds__sstream_bytes(&lay, s.n, s.dense);
+  return std::vector<char>(s.base, s.base + b);
+}
+
+}  // namespace
+
+TEST(SparseStream, SortedInputIsCopied) {
+  auto lay = coo(10);
+  hvds_sstream_t s = make(lay, {1, 4, 7}, {1, 2, 3});
+  EXPECT_FALSE(s.dense);
+  EXPECT_EQ(s.n, 3u);
+  EXPECT_EQ(hvds__sstream_index(&lay, &s, 2), 7);
+  EXPECT_EQ(densify(lay, s), (std::vector<float>{0, 1, 0, 0, 2, 0, 0, 3, 0, 0}));
+  hvds__sstream_free(&s);
+}
+
+TEST(SparseStream, UnsortedDuplicatesAreSortedAndSummed) {
+  for (hvds_dtype_t it : {HVDS_INT32, HVDS_INT64}) {
+    auto lay = coo(100, HVDS_FLOAT32, it);
+    hvds_sstream_t s = make(lay, {40, 3, 40, 99, 3, 0, 40}, {1, 2, 4, 8, 16, 32, 64});
+    ASSERT_FALSE(s.dense);
+    ASSERT_EQ(s.n, 4u);
+    const float* v = reinterpret_cast<const float*>(hvds__sstream_val(&lay, &s));
+    int64_t want_idx[] = {0, 3, 40, 99};
+    float want_val[] = {32, 18, 69, 8};
+    for (size_t i = 0; i < 4; i++) {
+      EXPECT_EQ(hvds__sstream_index(&lay, &s, i), want_idx[i]);
+      EXPECT_EQ(v[i], want_val[i]);
+    }
+    hvds__sstream_free(&s);
+  }
+}
+
+// SparCML's byte rule: dense when n (isz + rb) >= N rb, ties dense.
+TEST(SparseStream, ByteRuleThresholds) {
+  auto i32f32 = coo(100, HVDS_FLOAT32, HVDS_INT32);  // delta = N / 2
+  EXPECT_FALSE(hvds__sparse_dense_rule(&i32f32, 49, 100));
+  EXPECT_TRUE(hvds__sparse_dense_rule(&i32f32, 50, 100));
+  auto i64f32 = coo(99, HVDS_FLOAT32, HVDS_INT64);  // delta = N / 3
+  EXPECT_FALSE(hvds__sparse_dense_rule(&i64f32, 32, 99));
+  EXPECT_TRUE(hvds__sparse_dense_rule(&i64f32, 33, 99));
+  auto i32f16 = coo(99, HVDS_FLOAT16, HVDS_INT32);  // delta = N / 3
+  EXPECT_FALSE(hvds__sparse_dense_rule(&i32f16, 32, 99));
+  EXPECT_TRUE(hvds__sparse_dense_rule(&i32f16, 33, 99));
+  hvds_sparse_layout_t rows = {10, 4, HVDS_FLOAT32, HVDS_INT32};  // 20 n >= 16 N: n >= 0.8 N
+  EXPECT_FALSE(hvds__sparse_dense_rule(&rows, 7, 10));
+  EXPECT_TRUE(hvds__sparse_dense_rule(&rows, 8, 10));
+  EXPECT_FALSE(hvds__sparse_dense_rule(&rows, 0, 0));
+  // An input at the threshold becomes a dense stream.
+  auto lay = coo(4);
+  hvds_sstream_t s = make(lay, {3, 1}, {5, 6});
+  EXPECT_TRUE(s.dense);
+  EXPECT_EQ(s.n, 4u);
+  EXPECT_EQ(densify(lay, s), (std::vector<float>{0, 6, 0, 5}));
+  hvds__sstream_free(&s);
+}
+
+TEST(SparseStream, BadInputsAreReportedWithPosition) {
+  auto lay = coo(10, HVDS_FLOAT32, HVDS_INT64);
+  int64_t idx[] = {1, 2, 10, -1};
+  float val[] = {1, 1, 1, 1};
+  hvds_sparse_input_check_t chk;
+  hvds_sstream_t s;
+  EXPECT_EQ(hvds__sstream_from_input(&lay, idx, val, 4, &chk, &s), HVDS_INVALID_ARGUMENT);
+  EXPECT_EQ(chk.status, HVDS_SPARSE_INPUT_BAD_INDEX);
+  EXPECT_EQ(chk.index, 10);
+  EXPECT_EQ(chk.position, 2u);
+  EXPECT_EQ(s.base, nullptr);
+  EXPECT_EQ(hvds__sstream_from_input(&lay, nullptr, val, 4, &chk, &s), HVDS_INVALID_ARGUMENT);
+  EXPECT_EQ(chk.status, HVDS_SPARSE_INPUT_NULL);
+  EXPECT_EQ(hvds__sstream_from_input(&lay, nullptr, nullptr, 0, &chk, &s), HVDS_SUCCESS);
+  EXPECT_EQ(s.n, 0u);
+}
+
+TEST(SparseStream, LayoutCheck) {
+  char err[256];
+  hvds_sparse_layout_t ok = {10, 3, HVDS_BFLOAT16, HVDS_INT64};
+  EXPECT_EQ(hvds__sparse_layout_check(&ok, err, sizeof err), HVDS_SUCCESS);
+  hvds_sparse_layout_t bad = {size_t{1} << 32, 1, HVDS_FLOAT32, HVDS_INT32};
+  EXPECT_EQ(hvds__sparse_layout_check(&bad, err, sizeof err), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(err).find("not addressable"), std::string::npos) << err;
+  bad = {10, 1, static_cast<hvds_dtype_t>(42), HVDS_INT32};
+  EXPECT_EQ(hvds__sparse_layout_check(&bad, err, sizeof err), HVDS_INVALID_ARGUMENT);
+}
+
+TEST(SparseStream, MergeSparseSwitchesOnTheExactUnion) {
+  auto lay = coo(10);  // dense from 5 entries on
+  hvds_sstream_t a = make(lay, {1, 3, 5}, {1, 2, 3});
+  hvds_sstream_t b = make(lay, {3, 5, 8}, {10, 20, 30});
+  hvds_sstream_t m;
+  // |a| + |b| = 6 would say dense, the union (4) says sparse.
+  ASSERT_EQ(hvds__sstream_merge(&lay, &a, &b, 1, &m), HVDS_SUCCESS);
+  EXPECT_FALSE(m.dense);
+  EXPECT_EQ(m.n, 4u);
+  EXPECT_EQ(densify(lay, m), (std::vector<float>{0, 1, 0, 12, 0, 23, 0, 0, 30, 0}));
+  hvds_sstream_t c = make(lay, {0, 9}, {7, 7});
+  hvds_sstream_t m2;
+  ASSERT_EQ(hvds__sstream_merge(&lay, &m, &c, 1, &m2), HVDS_SUCCESS);
+  EXPECT_TRUE(m2.dense);
+  EXPECT_EQ(densify(lay, m2), (std::vector<float>{7, 1, 0, 12, 0, 23, 0, 0, 30, 7}));
+  // Unranged (hash partitions) never turns dense.
+  hvds_sstream_t u;
+  ASSERT_EQ(hvds__sstream_merge(&lay, &m, &c, 0, &u), HVDS_SUCCESS);
+  EXPECT_FALSE(u.dense);
+  EXPECT_EQ(u.n, 6u);
+  for (auto* s : {&a, &b, &c, &m, &m2, &u}) hvds__sstream_free(s);
+}
+
+// merge(a, b) and merge(b, a) are bitwise identical, for every combination of sparse and dense.
+TEST(SparseStream, MergeIsSymmetric) {
+  std::mt19937 rng(5);
+  for (hvds_dtype_t t : {HVDS_FLOAT32, HVDS_FLOAT16, HVDS_BFLOAT16, HVDS_FLOAT64}) {
+    hvds_sparse_layout_t lay = {64, 2, t, HVDS_INT32};
+    size_t vsz = hvds__dtype_bytes(t);
+    for (int trial = 0; trial < 20; trial++) {
+      hvds_sstream_t s[2];
+      for (auto& x : s) {
+        size_t n = rng() % 64;
+        std::vector<int32_t> idx(n);
+        std::vector<char> val(n * 2 * vsz);
+        for (auto& i : idx) i = static_cast<int32_t>(rng() % 64);
+        for (size_t i = 0; i < n * 2; i++) {
+          float f = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 7.0f;
+          if (t == HVDS_FLOAT32) memcpy(val.data() + i * 4, &f, 4);
+          if (t == HVDS_FLOAT64) {
+            double d = f / 3.0;
+            memcpy(val.data() + i * 8, &d, 8);
+          }
+          uint16_t h = t == HVDS_FLOAT16 ? hvds__float_to_half(f) : hvds__float_to_bf16(f);
+          if (vsz == 2) memcpy(val.data() + i * 2, &h, 2);
+        }
+        hvds_sparse_input_check_t chk;
+        ASSERT_EQ(hvds__sstream_from_input(&lay, idx.data(), val.data(), n, &chk, &x),
+                  HVDS_SUCCESS);
+      }
+      hvds_sstream_t ab, ba;
+      ASSERT_EQ(hvds__sstream_merge(&lay, &s[0], &s[1], 1, &ab), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__sstream_merge(&lay, &s[1], &s[0], 1, &ba), HVDS_SUCCESS);
+      EXPECT_EQ(ab.dense, ba.dense);
+      EXPECT_EQ(raw(lay, ab), raw(lay, ba)) << "dtype " << t << " trial " << trial;
+      for (auto* x : {&s[0], &s[1], &ab, &ba}) hvds__sstream_free(x);
+    }
+  }
+}
+
+TEST(SparseStream, MergeManyConsumesAndSums) {
+  auto lay = coo(1000, HVDS_INT32, HVDS_INT64);
+  std::vector<int32_t> want(1000, 0);
+  for (int m : {0, 1, 2, 3, 5, 8}) {
+    std::vector<hvds_sstream_t> s(m);
+    std::fill(want.begin(), want.end(), 0);
+    for (int j = 0; j < m; j++) {
+      std::vector<int64_t> idx;
+      std::vector<int32_t> val;
+      for (int i = 0; i < 30; i++) {
+        idx.push_back((j * 37 + i * 11) % 1000);
+        val.push_back(j + i);
+        want[idx.back()] += j + i;
+      }
+      hvds_sparse_input_check_t chk;
+      ASSERT_EQ(hvds__sstream_from_input(&lay, idx.data(), val.data(), idx.size(), &chk, &s[j]),
+                HVDS_SUCCESS);
+    }
+    hvds_sstream_t out;
+    ASSERT_EQ(hvds__sstream_merge_many(&lay, s.data(), m, 1, &out), HVDS_SUCCESS);
+    for (auto& x : s) EXPECT_EQ(x.base, nullptr);
+    std::vector<int32_t> got(1000, -1);
+    if (m > 0) hvds__sstream_to_dense(&lay, &out, got.data());
+    if (m > 0) {
+      EXPECT_EQ(got, want) << "m = " << m;
+    } else {
+      EXPECT_EQ(out.n, 0u);
+    }
+    hvds__sstream_free(&out);
+  }
+}
+
+// Parts follow floor(j len / m); each is dense by the rule on its own range; offsets aligned.
+TEST(SparseStream, SplitIntoPartitions) {
+  auto lay = coo(20);
+  // Range [0,5): 1 entry (sparse); [5,10): 3 entries (dense, >= 2.5); [10,15): none; [15,20): 1.
+  hvds_sstream_t s = make(lay, {2, 5, 6, 9, 17}, {1, 2, 3, 4, 5});
+  char* buf = nullptr;
+  size_t off[4], bytes[4];
+  uint64_t count[4];
+  ASSERT_EQ(hvds__sstream_split(&lay, &s, 4, &buf, off, bytes, count), HVDS_SUCCESS);
+  EXPECT_EQ(count[0], 1u);
+  EXPECT_EQ(count[1], 5u);  // dense: all 5 rows of [5, 10)
+  EXPECT_EQ(count[2], 0u);
+  EXPECT_EQ(count[3], 1u);
+  std::vector<float> total(20, 0);
+  for (int j = 0; j < 4; j++) {
+    EXPECT_EQ(off[j] % 8, 0u);
+    size_t lo = hvds__sparse_part_lo(0, 20, 4, j), len = hvds__sparse_part_lo(0, 20, 4, j + 1) - lo;
+    hvds_sstream_t part;
+    hvds__sstream_view(&lay, buf + off[j], lo, len, count[j], count[j] == len, &part);
+    EXPECT_EQ(bytes[j], hvds__sstream_bytes(&lay, part.n, part.dense));
+    std::vector<float> d = densify(lay, part);
+    for (int i = 0; i < 20; i++) total[i] += d[i];
+  }
+  EXPECT_EQ(total, densify(lay, s));
+  free(buf);
+  hvds__sstream_free(&s);
+}
+
+TEST(SparseStream, AddIntoDenseAccumulator) {
+  auto lay = coo(8);
+  hvds_sstream_t a = make(lay, {4, 6}, {1, 2});
+  std::vector<float> acc(8, 1);
+  a.lo = 0;
+  hvds__sstream_add_into(&lay, reinterpret_cast<char*>(acc.data()), &a);
+  EXPECT_EQ(acc, (std::vector<float>{1, 1, 1, 1, 2, 1, 3, 1}));
+  hvds__sstream_free(&a);
+}
+
+TEST(SparseStream, RadixSortIsStable) {
+  std::mt19937_64 rng(9);
+  for (uint64_t max_key :
+       {uint64_t{0}, uint64_t{1}, uint64_t{255}, uint64_t{70000}, ~uint64_t{0}}) {
+    std::vector<uint64_t> k(5000), v(5000);
+    for (size_t i = 0; i < k.size(); i++) {
+      k[i] = max_key == ~uint64_t{0} ? rng() : rng() % (max_key + 1);
+      v[i] = i;
+    }
+    auto want_k = k;
+    std::vector<size_t> order(k.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return k[x] < k[y]; });
+    ASSERT_EQ(hvds__sparse_sort_pairs(k.data(), v.data(), k.size(), max_key), HVDS_SUCCESS);
+    for (size_t i = 0; i < k.size(); i++) {
+      ASSERT_EQ(v[i], order[i]) << "max_key " << max_key;
+      ASSERT_EQ(k[i], want_k[order[i]]);
+    }
+  }
+}
