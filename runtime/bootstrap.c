@@ -7,6 +7,9 @@
 
 #include "collectives.h"
 #include "gloo/gloo_p2p.h"
+#include "launch_env.h"
+#include "launch_store.h"
+#include "launch_topology.h"
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
@@ -60,7 +63,7 @@ static uint64_t hash_str(const char* s) {
 }
 
 /* Learns every rank's host and local rank, builds the local and cross groups. */
-static hvds_result_t build_groups(void) {
+static hvds_result_t build_groups(const char* host) {
   int n = rt.size;
   int64_t* info = calloc((size_t)n * 3, sizeof(int64_t));
   size_t* bytes = calloc((size_t)n, sizeof(size_t));
@@ -68,7 +71,7 @@ static hvds_result_t build_groups(void) {
   int* cross = calloc((size_t)n, sizeof(int));
   hvds_result_t rc = HVDS_SYSTEM_ERROR;
   if (!info || !bytes || !local || !cross) goto done;
-  info[rt.rank * 3 + 0] = (int64_t)hash_str(hvds__param_str(HVDS_PARAM_HOSTNAME));
+  info[rt.rank * 3 + 0] = (int64_t)hash_str(host);
   info[rt.rank * 3 + 1] = rt.local_rank;
   info[rt.rank * 3 + 2] = rt.local_size;
   for (int r = 0; r < n; r++) bytes[r] = 3 * sizeof(int64_t);
@@ -96,9 +99,8 @@ done:
   return rc;
 }
 
-static hvds_result_t connect_world(void) {
-  const char* addr = hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR);
-  int port = (int)hvds__param_int(HVDS_PARAM_RENDEZVOUS_PORT);
+/* addr:port is the store: the launcher's, or rank 0's own (open_self_served_store). */
+static hvds_result_t connect_world(const char* addr, int port) {
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
   int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
@@ -143,6 +145,72 @@ static hvds_result_t connect_world(void) {
   return HVDS_SUCCESS;
 }
 
+/* ---- jobs started by mpirun, srun or a torchrun-style launcher (docs/launching.md) ---- */
+
+/* This init's store, served by rank 0 itself (launch_store.h); NULL under `hvdsparse run`. */
+static hvds_launch_store_t* self_served;
+
+/* Rank and size from the engine; what it does not give is filled by fill_engine_topology. */
+static void adopt_engine_identity(const hvds_launch_env_t* env) {
+  rt.rank = env->rank;
+  rt.size = env->size;
+  rt.local_rank = env->local_rank;
+  rt.local_size = env->local_size;
+  rt.cross_rank = rt.cross_size = HVDS_LAUNCH_UNKNOWN;
+  snprintf(rt.job, sizeof(rt.job), "%s", env->job_id);
+}
+
+/* Rank 0 serves the store and the others wait until it does; *addr and *port (pointing into
+ * env) then say where connect_world finds it. A single rank needs no store: *addr is NULL. */
+static hvds_result_t open_self_served_store(const hvds_launch_env_t* env, const char** addr,
+                                            int* port) {
+  const char* engine = hvds__launch_engine_name(env->engine);
+  *addr = NULL;
+  if (rt.size == 1) return HVDS_SUCCESS;
+  if (env->store_addr[0] == '\0' || env->store_port <= 0)
+    return hvds__set_error(HVDS_INVALID_USAGE,
+                           "rank %d (started by %s): no address for the rendezvous store: %s",
+                           rt.rank, engine,
+                           env->problem[0] ? env->problem
+                                           : "set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT");
+  const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
+  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  char err[512] = "";
+  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt.generation, start_ms,
+                                             &self_served, err, sizeof(err));
+  if (rc != HVDS_SUCCESS)
+    return hvds__set_error(rc, "rank %d (started by %s): rendezvous store at %s:%d: %s", rt.rank,
+                           engine, env->store_addr, env->store_port, err);
+  // Rank 0 reaches its own server on the address it listens on, loopback when that is all.
+  const char* own = env->bind_addr[0] ? env->bind_addr : "127.0.0.1";
+  *addr = rt.rank == 0 ? own : env->store_addr;
+  *port = env->store_port;
+  return HVDS_SUCCESS;
+}
+
+/* Local size and cross identity from every rank's host name, where the engine gave none. */
+static hvds_result_t fill_engine_topology(const hvds_launch_env_t* env) {
+  hvds_topology_t t = {rt.local_rank, rt.local_size, HVDS_LAUNCH_UNKNOWN, HVDS_LAUNCH_UNKNOWN};
+  hvds_result_t rc = hvds__launch_topology(rt.world, env->host, &t);
+  if (rc != HVDS_SUCCESS)
+    return hvds__set_error(rc, "rank %d: learning which ranks share a host failed: %s", rt.rank,
+                           rt.world->error);
+  rt.local_rank = t.local_rank;
+  rt.local_size = t.local_size;
+  rt.cross_rank = t.cross_rank;
+  rt.cross_size = t.cross_size;
+  return HVDS_SUCCESS;
+}
+
+/* Before the store connection closes: rank 0 keeps serving until every rank is done with it
+ * (briefly when the job failed: dead ranks never say so). */
+static void close_self_served_store(void) {
+  int wait_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
+  if (rt.fatal[0] != '\0' && wait_ms > 2000) wait_ms = 2000;
+  hvds__launch_store_close(self_served, rt.store, wait_ms);
+  self_served = NULL;
+}
+
 hvds_result_t hvds__bootstrap(void) {
   rt.rank = (int)hvds__param_int(HVDS_PARAM_RANK);
   rt.size = (int)hvds__param_int(HVDS_PARAM_SIZE);
@@ -151,17 +219,29 @@ hvds_result_t hvds__bootstrap(void) {
   rt.cross_rank = (int)hvds__param_int(HVDS_PARAM_CROSS_RANK);
   rt.cross_size = (int)hvds__param_int(HVDS_PARAM_CROSS_SIZE);
   snprintf(rt.job, sizeof(rt.job), "%s", hvds__param_str(HVDS_PARAM_JOB_ID));
+  const char* addr = hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR);
+  int port = (int)hvds__param_int(HVDS_PARAM_RENDEZVOUS_PORT);
+  const char* host = hvds__param_str(HVDS_PARAM_HOSTNAME);
+  // Started by another engine than `hvdsparse run`: its variables give the identity instead.
+  hvds_launch_env_t env;
+  hvds__launch_env_read(&env);
+  int engine = env.engine != HVDS_ENGINE_NONE && env.engine != HVDS_ENGINE_HVDSPARSE;
+  if (engine) {
+    adopt_engine_identity(&env);
+    host = env.host;
+  }
   if (rt.size < 1 || rt.rank < 0 || rt.rank >= rt.size)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "invalid rank %d for size %d", rt.rank, rt.size);
   hvds__log_set_rank(rt.rank);
-  hvds_result_t rc;
-  if (rt.size == 1 && hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR) == NULL) {
+  hvds_result_t rc = engine ? open_self_served_store(&env, &addr, &port) : HVDS_SUCCESS;
+  if (rc == HVDS_SUCCESS && rt.size == 1 && addr == NULL) {
     rt.world = self_create();
     rc = rt.world ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;
-  } else {
-    rc = connect_world();
+  } else if (rc == HVDS_SUCCESS) {
+    rc = connect_world(addr, port);
   }
-  if (rc == HVDS_SUCCESS && rt.size > 1) rc = build_groups();
+  if (rc == HVDS_SUCCESS && engine) rc = fill_engine_topology(&env);
+  if (rc == HVDS_SUCCESS && rt.size > 1) rc = build_groups(host);
   if (rc == HVDS_SUCCESS && rt.size == 1) {
     rt.homogeneous = 1;
     int zero = 0;
@@ -177,6 +257,7 @@ void hvds__bootstrap_teardown(void) {
   hvds__p2p_destroy(rt.cross);
   hvds__p2p_destroy(rt.world);
   rt.local = rt.cross = rt.world = NULL;
+  close_self_served_store();
   hvds__store_close(rt.store);
   rt.store = NULL;
 }

@@ -1,0 +1,154 @@
+/* Rank 0's in-process rendezvous store for jobs without `hvdsparse run`. Keys it uses:
+ *   hvds/<job>/serving         the generation (init count) the server belongs to, set by rank 0
+ *   hvds/<job>/g<gen>/done     ranks done with the store at shutdown (an ADD counter)
+ *   hvds/<job>/g<gen>/all_done set by the rank whose ADD completes the count */
+#include "launch_store.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "store/store.h"
+
+#define PROBE_RETRY_MS 50
+
+struct hvds_launch_store {
+  hvds_store_server_t* server; /* rank 0 only */
+  char job[128];
+  int generation;
+  int size;
+};
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void serving_key(const hvds_launch_store_t* ls, char* out, size_t len) {
+  snprintf(out, len, "hvds/%s/serving", ls->job);
+}
+
+static void generation_key(const hvds_launch_store_t* ls, const char* what, char* out, size_t len) {
+  snprintf(out, len, "hvds/%s/g%d/%s", ls->job, ls->generation, what);
+}
+
+/* Rank 0: listen, then record which generation this server belongs to. */
+static hvds_result_t serve(hvds_launch_store_t* ls, const hvds_launch_env_t* env,
+                           const char* secret, char* err, size_t errlen) {
+  int port = 0;
+  if (hvds__store_server_start(env->bind_addr, env->store_port, secret, &ls->server, &port) !=
+      HVDS_SUCCESS) {
+    snprintf(err, errlen,
+             "rank 0 cannot serve the rendezvous store on %s:%d (port taken? set "
+             "HVDSPARSE_GLOO_RENDEZVOUS_PORT to a free port on every rank)",
+             env->bind_addr[0] ? env->bind_addr : "*", env->store_port);
+    return HVDS_SYSTEM_ERROR;
+  }
+  char key[256], gen[16];
+  serving_key(ls, key, sizeof(key));
+  snprintf(gen, sizeof(gen), "%d", ls->generation);
+  hvds_result_t rc = hvds__store_server_set(ls->server, key, gen, strlen(gen));
+  if (rc != HVDS_SUCCESS) snprintf(err, errlen, "rank 0 cannot record its store's generation");
+  HVDS_INFO("serving the rendezvous store for %s on %s:%d%s", hvds__launch_engine_name(env->engine),
+            env->bind_addr[0] ? env->bind_addr : "*", port,
+            secret[0] ? "" : " without a secret (set HVDSPARSE_SECRET on every rank for one)");
+  return rc;
+}
+
+/* 1 when the store at the other end of s serves generation; else writes why not to err. */
+static int serves_generation(const hvds_launch_store_t* ls, hvds_store_t* s, char* err,
+                             size_t errlen) {
+  char key[256];
+  serving_key(ls, key, sizeof(key));
+  void* val = NULL;
+  size_t len = 0;
+  if (hvds__store_get(s, key, 0, &val, &len) != HVDS_SUCCESS) {
+    snprintf(err, errlen, "rank 0's store has not started serving");
+    return 0;
+  }
+  int gen = atoi((const char*)val);
+  free(val);
+  if (gen == ls->generation) return 1;
+  snprintf(err, errlen, "rank 0's store serves init %d, this rank is at init %d", gen,
+           ls->generation);
+  return 0;
+}
+
+/* Other ranks: connect until the store serves this generation (a previous init's server may
+ * still be up while rank 0 waits for every rank to be done with it). */
+static hvds_result_t await(hvds_launch_store_t* ls, const hvds_launch_env_t* env,
+                           const char* secret, int timeout_ms, char* err, size_t errlen) {
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    hvds_store_t* s = NULL;
+    hvds_result_t rc = hvds__store_connect(env->store_addr, env->store_port, secret,
+                                           left > 0 ? (int)left : 1, &s, err, errlen);
+    if (rc == HVDS_INVALID_ARGUMENT) return rc;  // wrong secret or address: retrying won't help
+    int ready = rc == HVDS_SUCCESS && serves_generation(ls, s, err, errlen);
+    hvds__store_close(s);
+    if (ready) return HVDS_SUCCESS;
+    if (now_ms() >= deadline) return HVDS_TIMEOUT;
+    sleep_ms(PROBE_RETRY_MS);
+  }
+}
+
+hvds_result_t hvds__launch_store_open(const hvds_launch_env_t* env, const char* secret,
+                                      int generation, int timeout_ms, hvds_launch_store_t** out,
+                                      char* err, size_t errlen) {
+  *out = NULL;
+  hvds_launch_store_t* ls = calloc(1, sizeof(*ls));
+  if (ls == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return HVDS_SYSTEM_ERROR;
+  }
+  snprintf(ls->job, sizeof(ls->job), "%s", env->job_id);
+  ls->generation = generation;
+  ls->size = env->size;
+  hvds_result_t rc = env->rank == 0 ? serve(ls, env, secret, err, errlen)
+                                    : await(ls, env, secret, timeout_ms, err, errlen);
+  if (rc != HVDS_SUCCESS) {
+    hvds__launch_store_close(ls, NULL, 0);
+    return rc;
+  }
+  *out = ls;
+  return HVDS_SUCCESS;
+}
+
+void hvds__launch_store_close(hvds_launch_store_t* ls, hvds_store_t* store, int wait_ms) {
+  if (ls == NULL) return;
+  int64_t done = 0;
+  char all_done[256];
+  generation_key(ls, "all_done", all_done, sizeof(all_done));
+  if (store != NULL) {
+    char key[256];
+    generation_key(ls, "done", key, sizeof(key));
+    if (hvds__store_add(store, key, 1, &done) == HVDS_SUCCESS && done >= ls->size)
+      hvds__store_set(store, all_done, "1", 1);
+  }
+  // Rank 0 keeps serving until every rank is done, so none loses the store mid-request.
+  if (ls->server != NULL && store != NULL && done < ls->size && wait_ms > 0) {
+    void* val = NULL;
+    size_t len = 0;
+    if (hvds__store_get(store, all_done, wait_ms, &val, &len) == HVDS_SUCCESS)
+      free(val);
+    else
+      HVDS_WARN(
+          "stopping the rendezvous store after %d ms although some of the %d ranks have "
+          "not finished with it",
+          wait_ms, ls->size);
+  }
+  hvds__store_server_stop(ls->server);
+  free(ls);
+}

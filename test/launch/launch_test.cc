@@ -1,0 +1,206 @@
+// Jobs started without `hvdsparse run` (docs/launching.md): four workers under mpirun, with a
+// Slurm-like environment and with a torchrun-style one find each other through rank 0's own
+// store, run every scenario of test/multiprocess/worker.c, and learn the right local and cross
+// identity.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "jobs.h"
+
+namespace launch_test {
+namespace {
+
+bool Have(const char* path) { return path[0] != '\0'; }
+
+int Count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
+  return n;
+}
+
+#define SKIP_WITHOUT_MPIRUN(engine) \
+  if ((engine) == Engine::kMpirun && !Have(HVDS_MPIRUN)) GTEST_SKIP() << "no mpirun found"
+
+// ---- every collective, under each engine ----
+
+class Collectives : public ::testing::TestWithParam<std::tuple<Engine, const char*>> {};
+
+TEST_P(Collectives, PassOnEveryRank) {
+  Engine engine = std::get<0>(GetParam());
+  std::string scenario = std::get<1>(GetParam());
+  SKIP_WITHOUT_MPIRUN(engine);
+  JobSpec s;
+  s.engine = engine;
+  s.argv = {HVDS_WORKER, scenario};
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  EXPECT_EQ(Count(r.AllOutput(), "PASS " + scenario + " rank"), 4) << r.AllOutput();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FourRanks, Collectives,
+    ::testing::Combine(::testing::Values(Engine::kMpirun, Engine::kSlurm, Engine::kTorchrun),
+                       ::testing::Values("basics", "allreduce", "allgather", "broadcast",
+                                         "alltoall", "reducescatter", "barrier", "join", "errors",
+                                         "reinit", "process_sets")),
+    [](const auto& info) {
+      return std::string(EngineName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+    });
+
+// The transport is independent of the engine; Gloo's pairs once, under the Slurm-like start.
+TEST(Transport, GlooAllreduceSlurmStyle) {
+  JobSpec s;
+  s.engine = Engine::kSlurm;
+  s.argv = {HVDS_WORKER, "allreduce"};
+  s.env = {"HVDSPARSE_TRANSPORT=gloo"};
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  EXPECT_EQ(Count(r.AllOutput(), "PASS allreduce rank"), 4) << r.AllOutput();
+}
+
+// ---- identity ----
+
+struct Identity {
+  int rank = -1, size = -1, local_rank = -1, local_size = -1, cross_rank = -1, cross_size = -1;
+};
+
+// One Identity per "IDENTITY ..." line, indexed by rank; size() != np when a rank is missing.
+std::vector<Identity> Identities(const JobResult& r, int np) {
+  std::vector<Identity> by_rank(np);
+  int found = 0;
+  std::string all = r.AllOutput();
+  for (size_t p = all.find("IDENTITY "); p != std::string::npos; p = all.find("IDENTITY ", p + 1)) {
+    Identity id;
+    if (std::sscanf(all.c_str() + p,
+                    "IDENTITY rank=%d size=%d local_rank=%d local_size=%d cross_rank=%d "
+                    "cross_size=%d",
+                    &id.rank, &id.size, &id.local_rank, &id.local_size, &id.cross_rank,
+                    &id.cross_size) == 6 &&
+        id.rank >= 0 && id.rank < np) {
+      by_rank[id.rank] = id;
+      found++;
+    }
+  }
+  if (found != np) by_rank.clear();
+  return by_rank;
+}
+
+// Expected identity of rank r when ranks fill hosts of per_host slots in order.
+void ExpectIdentity(const Identity& id, int r, int np, int per_host) {
+  EXPECT_EQ(id.size, np);
+  EXPECT_EQ(id.local_rank, r % per_host) << "rank " << r;
+  EXPECT_EQ(id.local_size, per_host) << "rank " << r;
+  EXPECT_EQ(id.cross_rank, r / per_host) << "rank " << r;
+  EXPECT_EQ(id.cross_size, np / per_host) << "rank " << r;
+}
+
+class Engines : public ::testing::TestWithParam<Engine> {};
+
+TEST_P(Engines, OneHostGivesLocalSizeFourCrossSizeOne) {
+  SKIP_WITHOUT_MPIRUN(GetParam());
+  JobSpec s;
+  s.engine = GetParam();
+  s.argv = {HVDS_IDENTITY_WORKER};
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  std::vector<Identity> ids = Identities(r, 4);
+  ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
+  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(FourRanks, Engines,
+                         ::testing::Values(Engine::kMpirun, Engine::kSlurm, Engine::kTorchrun),
+                         [](const auto& info) { return std::string(EngineName(info.param)); });
+
+// Two "hosts" of two ranks each (named by the knob or by Slurm), and no local size from the
+// engine: local size and cross identity come from the host names every rank publishes.
+TEST(Topology, TorchrunStyleTwoHostsWithoutLocalRankOrSize) {
+  JobSpec s;
+  s.engine = Engine::kTorchrun;
+  s.argv = {HVDS_IDENTITY_WORKER};
+  s.rank_env = [](int r) -> std::vector<std::string> {
+    return {"HVDSPARSE_HOSTNAME=host" + std::to_string(r / 2), "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+  };
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  std::vector<Identity> ids = Identities(r, 4);
+  ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
+  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 2);
+}
+
+TEST(Topology, SlurmTwoNodes) {
+  JobSpec s;
+  s.engine = Engine::kSlurm;
+  s.argv = {HVDS_IDENTITY_WORKER};
+  s.rank_env = [](int r) -> std::vector<std::string> {
+    return {"SLURMD_NODENAME=node" + std::to_string(r / 2),
+            "SLURM_LOCALID=" + std::to_string(r % 2), "SLURM_NODELIST=localhost,127.0.0.1"};
+  };
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  std::vector<Identity> ids = Identities(r, 4);
+  ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
+  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 2);
+}
+
+// ---- the store's secret and a missing address ----
+
+TEST(Secret, SharedSecretWorksAndAWrongOneIsRefused) {
+  JobSpec s;
+  s.engine = Engine::kTorchrun;
+  s.argv = {HVDS_IDENTITY_WORKER};
+  s.env = {"HVDSPARSE_SECRET=0123456789abcdef"};
+  JobResult ok = RunJob(s);
+  ASSERT_FALSE(ok.timed_out) << ok.AllOutput();
+  EXPECT_TRUE(ok.AllExitedZero()) << ok.AllOutput();
+
+  s.env.push_back("HVDSPARSE_START_TIMEOUT=3");
+  s.env.push_back("HVDSPARSE_GLOO_TIMEOUT_SECONDS=3");
+  s.rank_env = [](int r) -> std::vector<std::string> {
+    if (r == 3) return {"HVDSPARSE_SECRET=not-the-secret"};
+    return {};
+  };
+  JobResult bad = RunJob(s);
+  ASSERT_FALSE(bad.timed_out) << bad.AllOutput();
+  EXPECT_NE(bad.status[3], 0) << bad.AllOutput();
+  EXPECT_NE(bad.output[3].find("refused this job's secret"), std::string::npos) << bad.AllOutput();
+}
+
+TEST(Errors, TorchrunStyleWithoutMasterAddrSaysWhatIsMissing) {
+  JobSpec s;
+  s.engine = Engine::kTorchrun;
+  s.np = 2;
+  s.argv = {HVDS_IDENTITY_WORKER};
+  s.rank_env = [](int) -> std::vector<std::string> { return {"MASTER_ADDR="}; };
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  for (int rank = 0; rank < 2; rank++) {
+    EXPECT_NE(r.status[rank], 0) << r.AllOutput();
+    EXPECT_NE(r.output[rank].find("MASTER_ADDR"), std::string::npos) << r.AllOutput();
+  }
+}
+
+// ---- the real torchrun, whose agent already serves its own store on MASTER_PORT ----
+
+TEST(RealTorchrun, StandaloneAllreduce) {
+  if (!Have(HVDS_TORCHRUN)) GTEST_SKIP() << "no torchrun found";
+  JobResult r = RunLauncher({HVDS_TORCHRUN, "--standalone", "--nproc-per-node", "4", "--no-python",
+                             HVDS_WORKER, "allreduce"},
+                            {}, 120);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  EXPECT_EQ(Count(r.AllOutput(), "PASS allreduce rank"), 4) << r.AllOutput();
+}
+
+}  // namespace
+}  // namespace launch_test
