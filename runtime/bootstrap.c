@@ -126,12 +126,19 @@ static hvds_result_t connect_world(const char* addr, int port) {
   snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt.job, rt.generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
   const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
+  /* No interface named: listen where the store connection leaves from, so that a job whose
+   * store is on another host never advertises loopback to it. */
+  char own[64] = "";
+  const char* host = NULL;
+  if ((iface == NULL || iface[0] == '\0') && hvds__store_local_addr(rt.store, own, sizeof own) == 0 &&
+      strncmp(own, "127.", 4) != 0)
+    host = own;
   int connect_ms = start_ms > timeout_ms ? start_ms : timeout_ms;
   if (transport && strcmp(transport, "gloo") == 0) {
-    rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, connect_ms, &rt.world,
+    rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, host, connect_ms, &rt.world,
                                err, sizeof(err));
   } else if (transport == NULL || strcmp(transport, "tcp") == 0) {
-    rc = hvds__tcp_p2p_create(&kv, prefix, rt.rank, rt.size, iface, NULL, connect_ms, &rt.world,
+    rc = hvds__tcp_p2p_create(&kv, prefix, rt.rank, rt.size, iface, host, connect_ms, &rt.world,
                               err, sizeof(err));
   } else {
     return hvds__set_error(HVDS_INVALID_ARGUMENT,

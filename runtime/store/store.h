@@ -34,6 +34,10 @@ hvds_result_t hvds__store_add(hvds_store_t* s, const char* key, int64_t delta,
                               int64_t* result /* OUT */);
 /* Deletes every key that starts with prefix. */
 hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix);
+/* The IPv4 address this client's connection leaves from ("a.b.c.d" into out), which is the
+ * address through which the store's host, and so most likely the job's other hosts, reach this
+ * one. Returns 0 on success. */
+int hvds__store_local_addr(const hvds_store_t* s, char* out, size_t outlen);
 /* Closes the connection. Accepts NULL. */
 void hvds__store_close(hvds_store_t* s);
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +35,14 @@ struct hvds_store {
   hvds_store_buf_t in; /* bytes received, at most one frame once a call returns */
   hvds_store_buf_t out;
 };
+
+int hvds__store_local_addr(const hvds_store_t* s, char* out, size_t outlen) {
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  if (s == NULL || getsockname(s->fd, (struct sockaddr*)&sa, &len) != 0 || sa.sin_family != AF_INET)
+    return -1;
+  return inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)outlen) ? 0 : -1;
+}
 
 static int64_t now_ms(void) {
   struct timespec ts;

@@ -65,8 +65,10 @@ JOB_ENV=()
 run_job() {
   local start
   start=$(now)
+  local where=(--network-interfaces "$NET")
+  [[ -n "${RENDEZVOUS_ADDR:-}" ]] && where=(--rendezvous-addr "$RENDEZVOUS_ADDR")
   OUT=$(env "${JOB_ENV[@]}" timeout -k 5 60 "$LAUNCHER" run --rsh "ip netns exec" \
-        --network-interfaces "$NET" "$@" 2>&1)
+        "${where[@]}" "$@" 2>&1)
   RC=$?
   JOB_SECONDS=$(since "$start")
 }
@@ -102,6 +104,21 @@ case_identity() {
   expect_identity 2 5 0 1 1 3 h1
   expect_identity 3 5 0 2 2 3 h2
   expect_identity 4 5 1 2 1 2 h2
+  [[ $FAILED -eq 0 ]] || echo "$OUT" >&2
+  # Only the store's address given (no interface): each worker must listen on the address its
+  # store connection leaves from, not on loopback, or the hosts never connect (the job would
+  # fail after the 3 s collective timeout).
+  RENDEZVOUS_ADDR=$(ip -4 -o addr show dev "$NET" | awk '{split($4, a, "/"); print a[1]}')
+  JOB_ENV=(HVDSPARSE_GLOO_TIMEOUT_SECONDS=$COLLECTIVE_TIMEOUT)
+  run_job -np 4 -H "${PREFIX}h0:2,${PREFIX}h1:2" "$WORKER" identity
+  RENDEZVOUS_ADDR=
+  JOB_ENV=()
+  echo "2 hosts x 2 slots, --rendezvous-addr only: exit $RC in $JOB_SECONDS s"
+  [[ $RC -eq 0 ]] || fail "job exited $RC"
+  local r
+  for r in 0 1 2 3; do
+    grep -q "^\[$r\]<stdout>:IDENTITY rank=$r size=4 " <<<"$OUT" || fail "rank $r: no identity line"
+  done
   [[ $FAILED -eq 0 ]] || echo "$OUT" >&2
 }
 
