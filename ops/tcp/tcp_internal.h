@@ -65,6 +65,9 @@ typedef struct {
   /* A large payload arrived before its receive: it stays in the kernel (and the stage) until
    * a receive with its tag is posted, which then takes it without an extra copy. */
   int parked;
+  /* The last payload was large: read the next header alone, so that a large payload behind it
+   * goes straight to its buffer instead of through the stage. */
+  int header_only;
 } tcp_rx_t;
 
 typedef struct {

@@ -114,6 +114,7 @@ static hvds_result_t on_header(tcp_t* t, int peer) {
   }
   rx->len = len;
   rx->got = 0;
+  rx->header_only = len >= TCP_PARK_MIN_BYTES;
   tcp_req_t* r = take_posted(pe, tag);
   if (r != NULL) {
     if (r->bytes != len) {
@@ -175,8 +176,13 @@ static hvds_result_t peer_read(tcp_t* t, int peer) {
       iov[n_iov].iov_base = rx->dst + rx->got;
       iov[n_iov++].iov_len = want_payload;
     }
+    /* Small messages come in batches, so read ahead; after a large one read just the next
+     * header, so that its payload is read straight into place. */
+    size_t stage_len = !rx->header_only ? TCP_STAGE_BYTES
+                       : want_payload > 0 ? TCP_HDR_BYTES
+                                          : TCP_HDR_BYTES - rx->hdr_got;
     iov[n_iov].iov_base = rx->stage;
-    iov[n_iov++].iov_len = TCP_STAGE_BYTES;
+    iov[n_iov++].iov_len = stage_len;
     ssize_t n = readv(pe->fd, iov, n_iov);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -193,7 +199,7 @@ static hvds_result_t peer_read(tcp_t* t, int peer) {
     if (want_payload > 0 && rx->got == rx->len) payload_done(rx);
     rx->end = got - to_payload;
     // A short read drained the socket: poll again rather than spend a call on EAGAIN.
-    if (got < want_payload + TCP_STAGE_BYTES) return consume_stage(t, peer);
+    if (got < want_payload + stage_len) return consume_stage(t, peer);
   }
 }
 
