@@ -11,6 +11,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
+#include "sparse_rt.h"
 
 #define rt hvds__rt
 
@@ -36,6 +37,10 @@ static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_r
   if (e->type == HVDS_MSG_PS_ADD) {
     r->extra = e->ps_ranks;
     r->nextra = e->ps_nranks;
+  }
+  if (e->type == HVDS_MSG_SPARSE_ALLREDUCE) { /* borrowed, as the name */
+    r->extra = (int32_t*)e->sparse_meta;
+    r->nextra = HVDS_SPARSE_META_COUNT;
   }
 }
 
@@ -200,9 +205,11 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
       now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) &&
       !rt.stall_check_disabled)
     uncached = 1;
-  if (s->joined) /* a joined rank agrees to every cached tensor and contributes zeros */
-    for (int32_t b = 0; b < s->cache.cap; b++)
-      if (hvds__cache_get(&s->cache, b)) v[1 + b / 64] |= 1ull << (b % 64);
+  if (s->joined) /* a joined rank agrees to every cached allreduce and contributes zeros */
+    for (int32_t b = 0; b < s->cache.cap; b++) {
+      const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
+      if (ce && ce->type == HVDS_MSG_ALLREDUCE) v[1 + b / 64] |= 1ull << (b % 64);
+    }
   v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
          (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING);
 }
@@ -270,7 +277,7 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
   int32_t nslow = 0;
   if (rc == HVDS_SUCCESS) rc = slow_path(s, mine, nmine, &slow, &nslow);
   for (int32_t i = 0; i < nslow; i++) {
-    if (slow[i].type == HVDS_MSG_ALLREDUCE) hvds__cache_put(&s->cache, &slow[i], 0);
+    hvds__cache_put(&s->cache, &slow[i], 0); /* only the cacheable types are kept */
     hvds_response_t* r = rc == HVDS_SUCCESS ? hvds__resp_push(&out->items, &out->n, &out->cap) : NULL;
     if (r) *r = slow[i]; else hvds__response_free(&slow[i]);
   }

@@ -21,7 +21,8 @@
 #define rt hvds__rt
 
 void hvds__coord_wake_locked(void) {
-  rt.wake = 1;
+  // Atomic store: wait_local() and grace_for_callers() read wake without qmu.
+  __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);
   if (rt.coord_sleeping) pthread_cond_signal(&rt.qcv);
   if (rt.coord_bell_sleeping && rt.world->ops->bell_interrupt) rt.world->ops->bell_interrupt(rt.world);
 }
@@ -99,11 +100,12 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
       snprintf(key, sizeof(key), "%s/fault", rt.job);
       hvds__store_set(rt.store, key, seen, strlen(seen));
     }
-    /* The launcher records which worker exited; give it a moment to notice. */
+    /* The launcher records which worker exited; give it a moment to notice (seconds on a
+     * loaded machine). */
     void* val = NULL;
     size_t len = 0;
     snprintf(key, sizeof(key), "hvds/%s/failed", rt.job);
-    if (hvds__store_get(rt.store, key, 1000, &val, &len) == HVDS_SUCCESS) {
+    if (hvds__store_get(rt.store, key, 2000, &val, &len) == HVDS_SUCCESS) {
       snprintf(root, sizeof(root), " Root cause: %.*s.", (int)len, (char*)val);
       free(val);
     } else {
