@@ -1,6 +1,7 @@
 // Response cache: hits, parameter changes, LRU eviction identical for identical sequences.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -60,6 +61,70 @@ TEST(ResponseCache, HitMissInvalid) {
   hvds__response_free(&back);
   hvds__cache_erase(&c, slot);
   EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_MISS);
+  hvds__response_free(&r);
+  hvds__cache_free(&c);
+}
+
+// An allgather response holds every rank's first dimension: a rank hits only while its own is
+// unchanged, and the rebuilt response carries all of them and the shape.
+TEST(ResponseCache, AllgatherHitsOnlyWithThisRanksSize) {
+  hvds_cache_t c;
+  hvds__cache_init(&c, 4);
+  hvds_response_t r = Resp("g", 0);
+  r.type = HVDS_MSG_ALLGATHER;
+  r.nsizes = 0;
+  for (int64_t d0 : {3, 5, 7}) hvds__response_add_size(&r, d0);
+  r.extra = static_cast<int32_t*>(malloc(2 * sizeof(int32_t)));
+  r.extra[0] = 3;
+  r.extra[1] = 4;
+  r.nextra = 2;
+  int32_t slot = hvds__cache_put(&c, &r, 0);
+  ASSERT_GE(slot, 0);
+  hvds_request_t q = Req("g", 5);
+  q.type = HVDS_MSG_ALLGATHER;
+  q.ndim = 2;
+  q.shape[1] = 4;
+  q.rank = 1;  // rank 1 had 5 rows
+  int32_t bit;
+  EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_HIT);
+  q.shape[0] = 6;
+  EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_INVALID);
+  q.shape[0] = 5;
+  q.shape[1] = 2;
+  EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_INVALID);
+  hvds_response_t back;
+  ASSERT_EQ(hvds__cache_response(&c, slot, &back), 0);
+  EXPECT_EQ(back.type, HVDS_MSG_ALLGATHER);
+  ASSERT_EQ(back.nsizes, 3);
+  EXPECT_EQ(back.sizes[2], 7);
+  ASSERT_EQ(back.nextra, 2);
+  EXPECT_EQ(back.extra[1], 4);
+  hvds__response_free(&back);
+  hvds__response_free(&r);
+  hvds__cache_free(&c);
+}
+
+// A reducescatter hits with the same shape and parameters, not with a reshaped tensor of the
+// same size (the split follows the first dimension).
+TEST(ResponseCache, ReducescatterNeedsTheSameShape) {
+  hvds_cache_t c;
+  hvds__cache_init(&c, 4);
+  hvds_response_t r = Resp("rs", 24);
+  r.type = HVDS_MSG_REDUCESCATTER;
+  r.extra = static_cast<int32_t*>(malloc(2 * sizeof(int32_t)));
+  r.extra[0] = 6;
+  r.extra[1] = 4;
+  r.nextra = 2;
+  ASSERT_GE(hvds__cache_put(&c, &r, 0), 0);
+  hvds_request_t q = Req("rs", 6);
+  q.type = HVDS_MSG_REDUCESCATTER;
+  q.ndim = 2;
+  q.shape[1] = 4;
+  int32_t bit;
+  EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_HIT);
+  q.shape[0] = 4;
+  q.shape[1] = 6;
+  EXPECT_EQ(hvds__cache_lookup(&c, &q, &bit), HVDS_CACHE_INVALID);
   hvds__response_free(&r);
   hvds__cache_free(&c);
 }
