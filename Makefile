@@ -12,6 +12,7 @@ PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1 torc
             tensorflow-cpu==2.20.0
 
 .PHONY: all deps build test demo bench test-asan clean
+.PHONY: fuzz test-tsan
 
 all: build
 
@@ -47,3 +48,56 @@ test-asan: deps
 
 clean:
 	rm -rf $(BUILD) build-asan $(BUILD).configure.log build-asan.configure.log
+
+# Fuzzing (test/fuzz/): the store protocol and negotiation message decoders as libFuzzer targets
+# with ASan, UBSan and LeakSanitizer, each run for FUZZ_SECONDS. A crash, a leak, a failed
+# round-trip check, or one allocation of FUZZ_MALLOC_MB or more (a length a peer declared, not
+# bounded by the bytes received) fails it; the reproducer is kept in build-fuzz/artifacts/TARGET/.
+# Found inputs accumulate in build-fuzz/corpus/; test/fuzz/corpus/ holds the checked-in seeds.
+FUZZ_SECONDS ?= 60
+FUZZ_MALLOC_MB ?= 8
+FUZZ_TARGETS := fuzz_store_proto fuzz_message
+FUZZ_FLAGS = -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+             -malloc_limit_mb=$(FUZZ_MALLOC_MB) -print_final_stats=1
+
+fuzz:
+	@missing=""; for p in clang cmake make; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	rt=libclang-rt-$$(clang -dumpversion 2>/dev/null | cut -d. -f1)-dev; \
+	if [ -z "$$missing" ]; then dpkg -s $$rt >/dev/null 2>&1 || missing=" $$rt"; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  rt=libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev; \
+	  dpkg -s $$rt >/dev/null 2>&1 || \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$rt >/dev/null; \
+	fi
+	@CC=clang cmake -S test/fuzz -B build-fuzz -DHVDS_FUZZ=ON >build-fuzz.configure.log 2>&1 || \
+	  { cat build-fuzz.configure.log; exit 1; }
+	@cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	@fail=0; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t build-fuzz/artifacts/$$t; \
+	  echo "$$t: fuzzing for $(FUZZ_SECONDS) s (log: build-fuzz/$$t.log)"; \
+	  build-fuzz/bin/$$t $(FUZZ_FLAGS) -artifact_prefix=build-fuzz/artifacts/$$t/ \
+	    build-fuzz/corpus/$$t test/fuzz/corpus/$$t >build-fuzz/$$t.log 2>&1; rc=$$?; \
+	  grep -E "^#[0-9]+.*(DONE|INITED)" build-fuzz/$$t.log | tail -1 | sed "s/^/  /"; \
+	  grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" \
+	    build-fuzz/$$t.log | sed "s/^/  /"; \
+	  if [ $$rc -ne 0 ]; then \
+	    fail=1; echo "$$t: FAILED (exit $$rc)"; \
+	    grep -E -A30 "^==[0-9]+==ERROR|runtime error|fuzz property failed|out-of-memory|malloc\(" \
+	      build-fuzz/$$t.log | head -60; \
+	    grep "Test unit written to" build-fuzz/$$t.log; \
+	  fi; \
+	done; exit $$fail
+
+# ThreadSanitizer build of the C and C++ tests in build-tsan. The Python binding tests are left
+# out as in test-asan (a sanitized libhvdsparse cannot load into an unsanitized interpreter).
+# test/tsan.supp silences only uninstrumented third-party code (libgloo).
+TSAN_RUN_OPTIONS = suppressions=$(CURDIR)/test/tsan.supp second_deadlock_stack=1
+
+test-tsan: deps
+	@$(MAKE) --no-print-directory build BUILD=build-tsan PY_FLAGS= \
+	  CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVDS_TSAN=ON"
+	cd build-tsan && TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" \
+	  ctest --output-on-failure --timeout 600 -E '^python_'

@@ -30,8 +30,9 @@ int hvds__cycle_acquire(hvds_cycle_runner_t who, double* next, int* result) {
              (who == HVDS_CYCLE_COORDINATOR ||
               (rt.caller_runs && !atomic_load(&rt.shutdown_requested)));
   if (took) {
-    rt.cycle_owned = 1;
-    rt.wake = 0; /* the queues are read after this point */
+    // Atomic stores: grace_for_callers() reads both without qmu.
+    __atomic_store_n(&rt.cycle_owned, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&rt.wake, 0, __ATOMIC_RELEASE); /* the queues are read after this point */
     rt.last_cycle_start = now;
   }
   /* Someone else's cycle may run long: look again a cycle time from now, not from its start. */
@@ -43,7 +44,7 @@ int hvds__cycle_acquire(hvds_cycle_runner_t who, double* next, int* result) {
 
 double hvds__cycle_release(int result, int due_now) {
   pthread_mutex_lock(&rt.qmu);
-  rt.cycle_owned = 0;
+  __atomic_store_n(&rt.cycle_owned, 0, __ATOMIC_RELEASE);
   if (due_now) rt.last_cycle_start = 0;
   if (result != 0 && rt.cycle_result == 0) rt.cycle_result = result;
   /* Work that arrived meanwhile, or the end of the loop: the coordinator must look now. */

@@ -121,7 +121,8 @@ void hvds__buf_free(hvds_buf_t* b) {
 }
 
 static void put(hvds_buf_t* b, const void* p, size_t n) {
-  if (b->oom) return;
+  // n == 0 comes with p == NULL (a NULL string), and memcpy from NULL is undefined even then.
+  if (b->oom || n == 0) return;
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n) cap *= 2;
