@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "autotune.h"
 #include "bootstrap.h"
 #include "collectives.h"
 #include "coordinator.h"
@@ -126,6 +127,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
   hvds_result_t rc = hvds__bootstrap();
   if (rc == HVDS_SUCCESS) set_transport_polling();
+  if (rc == HVDS_SUCCESS) hvds__autotune_init();
   if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
   const char* tl = hvds__param_str(HVDS_PARAM_TIMELINE);
   if (rc == HVDS_SUCCESS && tl && strcmp(tl, "DYNAMIC") != 0) {

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "autotune.h"
 #include "controller.h"
 #include "coordinator.h"
 #include "execute.h"
@@ -80,8 +81,20 @@ static void timeline_requests(void) {
 }
 
 /* One cycle over every set this rank belongs to. Returns 0 to go on, 1 to stop, -1 on failure. */
+/* Bytes the allreduce responses move (what autotune scores). */
+static double allreduce_bytes(const hvds_response_t* r, int32_t n) {
+  double bytes = 0;
+  for (int32_t i = 0; i < n; i++) {
+    if (r[i].type != HVDS_MSG_ALLREDUCE) continue;
+    for (int32_t k = 0; k < r[i].nsizes; k++)
+      bytes += (double)r[i].sizes[k] * (double)hvds_dtype_size((hvds_dtype_t)r[i].dtype);
+  }
+  return bytes;
+}
+
 static int run_sets(void) {
   int stop = 0, busy = 0;
+  double tuned_bytes = 0;
   for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
     pthread_mutex_lock(&rt.qmu);
     hvds_pset_t* s = rt.psets[id];
@@ -92,6 +105,7 @@ static int run_sets(void) {
     int shutdown = 0;
     int want = id == 0 && atomic_load(&rt.shutdown_requested);
     hvds_result_t rc = hvds__negotiate(s, want, &resps, &n, &shutdown);
+    if (id == 0 && rc == HVDS_SUCCESS) tuned_bytes = allreduce_bytes(resps, n);
     for (int32_t i = 0; i < n; i++) {
       if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[i]);
       hvds__response_free(&resps[i]);
@@ -108,6 +122,11 @@ static int run_sets(void) {
     }
   }
   rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
+  hvds_result_t rc = hvds__autotune_cycle(rt.psets[0], rt.last_cycle_start, tuned_bytes);
+  if (rc != HVDS_SUCCESS) {
+    hvds__record_fault(rt.psets[0], rc);
+    return -1;
+  }
   return stop;
 }
 

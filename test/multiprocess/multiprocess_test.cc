@@ -146,6 +146,30 @@ TEST(Timeline, ValidJsonWithExpectedEvents) {
   unlink(path);
 }
 
+// Autotune moves the fusion threshold and cycle time while allreduces run: every result stays
+// right (every rank applies rank 0's values in the same cycle) and rank 0 logs the points.
+TEST(Autotune, ScoresPointsAndResultsStayRight) {
+  char path[] = "/tmp/hvds_autotune_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  RunResult r = RunScenario(2, "allreduce",
+                            {"HVDSPARSE_AUTOTUNE=1", std::string("HVDSPARSE_AUTOTUNE_LOG=") + path,
+                             "HVDSPARSE_AUTOTUNE_STEPS_PER_SAMPLE=1",
+                             "HVDSPARSE_AUTOTUNE_WARMUP_SAMPLES=0",
+                             "HVDSPARSE_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=3"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS allreduce rank"), 2) << r.output;
+  std::ifstream in(path);
+  std::string header, row;
+  std::getline(in, header);
+  EXPECT_EQ(header, "cycle_time_ms,tensor_fusion_threshold,score");
+  int rows = 0;
+  while (std::getline(in, row)) rows++;
+  EXPECT_GE(rows, 1) << "no point scored";
+  unlink(path);
+}
+
 TEST(Stall, WarningNamesMissingRankThenFails) {
   RunResult r = RunScenario(2, "stall",
                             {"HVDSPARSE_STALL_CHECK_TIME_SECONDS=1",
