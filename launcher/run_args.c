@@ -27,6 +27,11 @@ static const struct {
     {"--hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_TRUE},
     {"--no-hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_FALSE},
     {"--autotune", "AUTOTUNE", K_TRUE},
+    {"--autotune-log-file", "AUTOTUNE_LOG", K_STR},
+    {"--autotune-warmup-samples", "AUTOTUNE_WARMUP_SAMPLES", K_INT},
+    {"--autotune-steps-per-sample", "AUTOTUNE_STEPS_PER_SAMPLE", K_INT},
+    {"--autotune-bayes-opt-max-samples", "AUTOTUNE_BAYES_OPT_MAX_SAMPLES", K_INT},
+    {"--autotune-gaussian-process-noise", "AUTOTUNE_GAUSSIAN_PROCESS_NOISE", K_NUM},
     {"--no-stall-check", "STALL_CHECK_DISABLE", K_TRUE},
     {"--stall-check-warning-time-seconds", "STALL_CHECK_TIME_SECONDS", K_NUM},
     {"--stall-check-shutdown-time-seconds", "STALL_SHUTDOWN_TIME_SECONDS", K_NUM},
@@ -342,6 +347,8 @@ void hvds__run_args_usage(FILE* f) {
       "\n"
       "Runtime knobs (exported as HVDSPARSE_* and HOROVOD_*):\n"
       "  --fusion-threshold-mb N, --cycle-time-ms F, --cache-capacity N, --autotune,\n"
+      "  --autotune-log-file F, --autotune-warmup-samples N, --autotune-steps-per-sample N,\n"
+      "  --autotune-bayes-opt-max-samples N, --autotune-gaussian-process-noise F,\n"
       "  --hierarchical-allreduce, --no-hierarchical-allreduce, --timeline-filename F,\n"
       "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
       "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
