@@ -64,12 +64,22 @@ static double fold_cost(const terms_t* t, const hvds_sparse_problem_t* x) {
 /* Inputs summed on the busiest virtual rank after the fold. */
 static int folded_inputs(const terms_t* t) { return t->rem > 0 ? 2 : 1; }
 
-/* dense_baseline.c: the cheaper of halving-doubling (with its fold) and the ring. */
-static double cost_dense(const terms_t* t) {
+/* dense_baseline.c: halving-doubling (with its fold) and the ring; the baseline runs the
+ * cheaper (hvds__sparse_dense_rhd). */
+static double cost_rhd(const terms_t* t) {
   double Nb = t->N * t->rb;
   double rhd = 2 * t->L * t->alpha + 2.0 * (t->p2 - 1) / t->p2 * Nb * t->beta;
   if (t->rem > 0) rhd += 2 * t->alpha + 2 * Nb * t->beta;
-  double ring = 2.0 * (t->P - 1) * t->alpha + 2.0 * (t->P - 1) / t->P * Nb * t->beta;
+  return rhd;
+}
+
+static double cost_ring(const terms_t* t) {
+  double Nb = t->N * t->rb;
+  return 2.0 * (t->P - 1) * t->alpha + 2.0 * (t->P - 1) / t->P * Nb * t->beta;
+}
+
+static double cost_dense(const terms_t* t) {
+  double rhd = cost_rhd(t), ring = cost_ring(t);
   return rhd < ring ? rhd : ring;
 }
 
@@ -118,6 +128,11 @@ static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * t->alpha;
   double pull = (t->P - 1) * (t->alpha + (coo < bitmap ? coo : bitmap) * t->beta);
   return push + counts + pull;
+}
+
+int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
+  terms_t t = terms(x, net);
+  return cost_rhd(&t) < cost_ring(&t);
 }
 
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,

@@ -60,6 +60,10 @@ double hvds__sparse_union(const hvds_sparse_problem_t* x, int m);
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net);
 
+/* 1 when halving-doubling is the cheaper dense allreduce for x, 0 for the ring: the dense
+ * baseline runs the one its cost was priced with. */
+int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net);
+
 /* The cheapest algorithm for x (ties to the lower id). With costs non-NULL, costs[a] receives
  * every algorithm's prediction (costs[HVDS_SPARSE_AUTO] = the chosen one's). */
 hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,

@@ -117,10 +117,8 @@ static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_chec
   return HVDS_SUCCESS;
 }
 
-/* The forced algorithm, else the cost model's choice for the agreed counts. */
-static hvds_sparse_algo_t choose(const hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
-  if (o->algorithm != HVDS_SPARSE_AUTO) return o->algorithm;
-  if (!sum_op(c->op)) return HVDS_SPARSE_DENSE;
+/* The call as the cost model sees it, from the agreed counts. */
+static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
   hvds_sparse_problem_t x = {c->p->size,
                              (double)c->lay.dim,
                              (double)c->lay.row,
@@ -128,7 +126,19 @@ static hvds_sparse_algo_t choose(const hvds_sparse_ctx_t* c, const hvds_sparse_o
                              (double)hvds__sparse_idx_bytes(&c->lay),
                              (double)c->res->max_nnz,
                              o->overlap};
-  return hvds__sparse_select(&x, &o->net, NULL);
+  return x;
+}
+
+/* The forced algorithm, else the cost model's choice for the agreed counts. The dense baseline
+ * runs the dense algorithm the model priced, so prediction and run agree. */
+static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
+  hvds_sparse_problem_t x = problem(c, o);
+  hvds_sparse_algo_t a = o->algorithm != HVDS_SPARSE_AUTO ? o->algorithm
+                         : !sum_op(c->op)                 ? HVDS_SPARSE_DENSE
+                                                          : hvds__sparse_select(&x, &o->net, NULL);
+  if (a == HVDS_SPARSE_DENSE)
+    c->coll.algorithm = hvds__sparse_dense_rhd(&x, &o->net) ? HVDS_ALGO_RHD : HVDS_ALGO_RING;
+  return a;
 }
 
 /* Average, then the result in the form the caller asked for. Consumes out. */
