@@ -13,6 +13,7 @@
 #include "coordinator.h"
 #include "handle.h"
 #include "log.h"
+#include "net_probe.h"
 #include "p2p.h"
 #include "param.h"
 #include "process_set.h"
@@ -128,6 +129,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   hvds_result_t rc = hvds__bootstrap();
   if (rc == HVDS_SUCCESS) set_transport_polling();
   if (rc == HVDS_SUCCESS) hvds__autotune_init();
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_runtime_init(); /* network probe, ZEN seed */
   if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
   const char* tl = hvds__param_str(HVDS_PARAM_TIMELINE);
   if (rc == HVDS_SUCCESS && tl && strcmp(tl, "DYNAMIC") != 0) {

@@ -1,11 +1,13 @@
 /* Enqueue side of the public API: validate on the caller's thread, build entries, hand them to
  * the coordinator through the process set's queue. Never blocks on communication. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "handle.h"
 #include "log.h"
+#include "sparse_rt.h"
 #include "state.h"
 
 #define rt hvds__rt
@@ -52,6 +54,20 @@ static hvds_result_t check_ready(int32_t ps, const char* what) {
   return HVDS_SUCCESS;
 }
 
+/* Elements of t, or SIZE_MAX when its rank is outside 0..HVDS_MAX_DIMS, a dimension is negative,
+ * or the tensor would hold more than PTRDIFF_MAX bytes (no object that large exists, and the
+ * products below would overflow). The dtype must be valid. */
+static size_t tensor_elements(const hvds_tensor_t* t) {
+  if (t->ndim < 0 || t->ndim > HVDS_MAX_DIMS) return SIZE_MAX;
+  size_t n = 1, limit = (size_t)PTRDIFF_MAX / hvds_dtype_size(t->dtype);
+  for (int32_t d = 0; d < t->ndim; d++) {
+    if (t->shape[d] < 0) return SIZE_MAX;
+    if (t->shape[d] > 0 && n > limit / (size_t)t->shape[d]) return SIZE_MAX;
+    n *= (size_t)t->shape[d];
+  }
+  return n;
+}
+
 static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
   if (t == NULL) return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s' is NULL", name);
   if ((int)t->dtype < 0 || t->dtype >= HVDS_DTYPE_COUNT)
@@ -60,13 +76,15 @@ static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
   if (t->ndim < 0 || t->ndim > HVDS_MAX_DIMS)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': rank %d outside 0..%d", name,
                            t->ndim, HVDS_MAX_DIMS);
-  size_t n = 1;
-  for (int32_t d = 0; d < t->ndim; d++) {
+  for (int32_t d = 0; d < t->ndim; d++)
     if (t->shape[d] < 0)
       return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': negative dimension %lld", name,
                              (long long)t->shape[d]);
-    n *= (size_t)t->shape[d];
-  }
+  size_t n = tensor_elements(t);
+  if (n == SIZE_MAX)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "tensor '%s': %d dimensions whose product exceeds the largest possible "
+                           "object (%lld bytes)", name, t->ndim, (long long)PTRDIFF_MAX);
   if (n > 0 && t->data == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': data is NULL", name);
   if (t->device != -1)
@@ -75,6 +93,49 @@ static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
                            "this build does not run; move the tensor to the CPU",
                            name, t->device);
   return HVDS_SUCCESS;
+}
+
+/* A broadcast's root must be a rank of its set: refused here, since the collective would fail
+ * on every rank at once and stop the runtime. */
+static hvds_result_t check_root(int32_t type, const hvds_op_options_t* o, const char* what) {
+  if (type != HVDS_MSG_BROADCAST) return HVDS_SUCCESS;
+  pthread_mutex_lock(&rt.qmu);
+  int32_t n = rt.psets[o->process_set]->n;  // check_ready found the set
+  pthread_mutex_unlock(&rt.qmu);
+  if (o->root_rank >= 0 && o->root_rank < n) return HVDS_SUCCESS;
+  return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': root rank %d is not a rank of the process "
+                         "set (0..%d)", what, o->name, o->root_rank, n - 1);
+}
+
+/* Alltoall's splits must give every rank of the set a non-negative row count adding up to the
+ * input's first dimension (read as the rows sent); without splits that dimension must divide
+ * evenly. Refused here: the runtime would read past the input otherwise. */
+static hvds_result_t check_splits(const hvds_op_options_t* o, const hvds_tensor_t* t,
+                                  const char* what) {
+  pthread_mutex_lock(&rt.qmu);
+  int32_t n = rt.psets[o->process_set]->n;  // check_ready found the set
+  pthread_mutex_unlock(&rt.qmu);
+  if (t->ndim < 1)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': a scalar has no rows to split", what,
+                           o->name);
+  int64_t rows = t->shape[0], sum = 0;
+  if (o->splits == NULL || o->nsplits == 0) {
+    if (rows % n == 0) return HVDS_SUCCESS;
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': %lld rows do not divide among %d "
+                           "ranks; give splits", what, o->name, (long long)rows, n);
+  }
+  if (o->nsplits != n)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': %d splits for a set of %d ranks",
+                           what, o->name, o->nsplits, n);
+  for (int32_t k = 0; k < n; k++) {
+    if (o->splits[k] < 0)
+      return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': split %d is negative (%d)", what,
+                             o->name, k, o->splits[k]);
+    sum += o->splits[k];
+  }
+  if (sum == rows) return HVDS_SUCCESS;
+  return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': splits add up to %lld rows, the tensor "
+                         "has %lld", what, o->name, (long long)sum, (long long)rows);
 }
 
 static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
@@ -143,6 +204,8 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
   if ((int)o->op < 0 || o->op > HVDS_PRODUCT)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': unknown reduce op %d", what, o->name,
                            (int)o->op);
+  rc = check_root(type, o, what);
+  if (rc != HVDS_SUCCESS) return rc;
   hvds_entry_t* stack[16];
   hvds_entry_t** es = n <= 16 ? stack : calloc((size_t)n, sizeof(*es));
   if (es == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -163,7 +226,16 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
     }
     es[made]->input = inputs[made];
     es[made]->output = outputs ? outputs[made] : inputs[made];
+    if (type == HVDS_MSG_ALLREDUCE && (rc = hvds__sparse_detect_entry(es[made], o)) != HVDS_SUCCESS) {
+      made++; /* freed below */
+      break;
+    }
   }
+  if (rc == HVDS_SUCCESS && type == HVDS_MSG_ALLTOALL) rc = check_splits(o, &inputs[0], what);
+  for (int32_t i = 0; rc == HVDS_SUCCESS && type == HVDS_MSG_REDUCESCATTER && i < n; i++)
+    if (inputs[i].ndim < 1)
+      rc = hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': a scalar has no rows to scatter",
+                           what, o->name);
   if (rc == HVDS_SUCCESS && type == HVDS_MSG_ALLTOALL && o->splits && o->nsplits > 0) {
     es[0]->splits = malloc((size_t)o->nsplits * sizeof(int32_t));
     if (es[0]->splits == NULL) rc = hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -184,11 +256,11 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
 
 hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* output,
                                    const hvds_op_options_t* opts, hvds_handle_t* handle) {
-  if (input && output) {
-    size_t a = 1, b = 1;
-    for (int32_t d = 0; d < input->ndim; d++) a *= (size_t)input->shape[d];
-    for (int32_t d = 0; d < output->ndim; d++) b *= (size_t)output->shape[d];
-    if (a != b || input->dtype != output->dtype)
+  // A tensor that check_tensor will refuse (bad rank, dtype or size) is left to it.
+  if (input && output && (unsigned)input->dtype < HVDS_DTYPE_COUNT &&
+      (unsigned)output->dtype < HVDS_DTYPE_COUNT && tensor_elements(input) != SIZE_MAX &&
+      tensor_elements(output) != SIZE_MAX) {
+    if (tensor_elements(input) != tensor_elements(output) || input->dtype != output->dtype)
       return hvds__set_error(HVDS_INVALID_ARGUMENT,
                              "allreduce '%s': output must have the input's size and dtype",
                              opts && opts->name ? opts->name : "?");
@@ -314,5 +386,21 @@ hvds_result_t hvds_remove_process_set(int32_t id) {
   rc = hvds_wait(h, -1);
   if (rc != HVDS_SUCCESS) hvds__set_error(rc, "%s", hvds_handle_error(h));
   hvds_release(h);
+  return rc;
+}
+
+/* ---- helpers for the enqueue functions of other files (sparse_rt.h) ---- */
+
+hvds_result_t hvds__enqueue_ready(int32_t process_set, const char* what) {
+  return check_ready(process_set, what);
+}
+
+hvds_entry_t* hvds__enqueue_entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
+  return entry_new(name, type, o);
+}
+
+hvds_result_t hvds__enqueue_submit(hvds_entry_t* e, hvds_handle_t* handle) {
+  hvds_result_t rc = submit(&e, 1, handle);
+  if (rc != HVDS_SUCCESS) entry_free(e);
   return rc;
 }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
+#include "sparse_rt.h"
 
 #define rt hvds__rt
 
@@ -36,6 +37,10 @@ static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_r
   if (e->type == HVDS_MSG_PS_ADD) {
     r->extra = e->ps_ranks;
     r->nextra = e->ps_nranks;
+  }
+  if (e->type == HVDS_MSG_SPARSE_ALLREDUCE) { /* borrowed, as the name */
+    r->extra = (int32_t*)e->sparse_meta;
+    r->nextra = HVDS_SPARSE_META_COUNT;
   }
 }
 

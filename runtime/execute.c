@@ -49,8 +49,8 @@ void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* sha
 }
 
 void* hvds__fusion_buffer(size_t bytes) {
-  if (bytes > rt.fusion_cap) {
-    size_t cap = bytes;
+  if (bytes > rt.fusion_cap || rt.fusion_buf == NULL) {
+    size_t cap = bytes ? bytes : 1;  // a collective of zero bytes still needs an address
     if ((int64_t)cap < rt.fusion_threshold) cap = (size_t)rt.fusion_threshold;
     void* p = realloc(rt.fusion_buf, cap);
     if (p == NULL) return NULL;
@@ -132,7 +132,7 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
 
 /* Ring segment: the knob when set, else about four segments per block (so transfer and
  * reduction overlap) within 256 KiB..4 MiB; measured in docs/benchmarks.md. */
-static size_t ring_chunk(size_t bytes, int nranks) {
+size_t hvds__ring_chunk(size_t bytes, int nranks) {
   if (rt.ring_chunk_bytes > 0) return (size_t)rt.ring_chunk_bytes;
   size_t chunk = bytes / (size_t)(nranks > 0 ? nranks : 1) / 4;
   if (chunk < (256u << 10)) chunk = 256u << 10;
@@ -146,7 +146,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
   hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt.allreduce_algo, 0, 0};
   if (rt.rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt.rhd_max_bytes;
-  o.chunk_bytes = ring_chunk(total * esz, s->n);
+  o.chunk_bytes = hvds__ring_chunk(total * esz, s->n);
   if (rt.timeline) {
     char args[160];
     snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
@@ -181,8 +181,8 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   }
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
   hvds__tl_activity(r, "GLOO_ALLREDUCE");
-  hvds_result_t rc = hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype,
-                                     r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op, &o);
+  hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
+  hvds_result_t rc = hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype, op, &o);
   hvds__tl_activity(r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
@@ -242,6 +242,9 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
       break;
     case HVDS_MSG_REDUCESCATTER:
       rc = hvds__exec_reducescatter(s, r, &x);
+      break;
+    case HVDS_MSG_SPARSE_ALLREDUCE:
+      rc = hvds__exec_sparse_allreduce(s, r, &x);
       break;
     case HVDS_MSG_BARRIER: {
       hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};

@@ -23,6 +23,8 @@ void* hvds__fusion_buffer(size_t bytes);
 /* Scale factor to apply after reducing (Average divides by the set size). */
 double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r);
 uint64_t hvds__next_tag(hvds_pset_t* s);
+/* Ring segment for an allreduce of bytes over nranks: the knob, else about a quarter block. */
+size_t hvds__ring_chunk(size_t bytes, int nranks);
 /* Timeline helpers: no-ops unless this rank writes a timeline. */
 void hvds__tl_start(const hvds_response_t* r, const char* args);
 void hvds__tl_activity(const hvds_response_t* r, const char* activity); /* NULL ends */
@@ -32,6 +34,8 @@ hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
 hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+/* Sparse allreduce and sparse_detect allreduce (execute_sparse.c). */
+hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 /* Process-set registration (process_set.c). */
 hvds_result_t hvds__exec_ps_add(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_ps_remove(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);

@@ -2,6 +2,7 @@
 #include "handle.h"
 
 #include "cycle.h"
+#include "sparse_rt.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static void record_free(hvds_handle_rec_t* h) {
   free(h->outputs);
   free(h->recv_splits);
   free(h->message);
+  hvds__sparse_out_free(h->sparse);
   free(h);
 }
 
@@ -204,7 +206,7 @@ hvds_result_t hvds_handle_output(hvds_handle_t id, int32_t i, hvds_tensor_t* out
   hvds_result_t rc = HVDS_SUCCESS;
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
-  if (h == NULL || i < 0 || i >= h->n)
+  if (h == NULL || i < 0 || i >= h->n || output == NULL)
     rc = HVDS_INVALID_ARGUMENT;
   else if (!h->done)
     rc = HVDS_IN_PROGRESS;
@@ -232,7 +234,7 @@ int32_t hvds_handle_splits(hvds_handle_t id, const int32_t** splits) {
   int32_t n = -1;
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
-  if (h && h->done) {
+  if (h && h->done && splits != NULL) {
     *splits = h->recv_splits;
     n = h->nrecv_splits;
   }

@@ -14,7 +14,8 @@
 
 static const char* const type_names[HVDS_MSG_TYPE_COUNT] = {
     "ALLREDUCE", "ALLGATHER", "BROADCAST",     "JOIN",  "ADASUM",           "ALLTOALL",
-    "BARRIER",   "REDUCESCATTER", "ERROR", "PROCESS_SET_ADD", "PROCESS_SET_REMOVE"};
+    "BARRIER",   "REDUCESCATTER", "ERROR", "PROCESS_SET_ADD", "PROCESS_SET_REMOVE",
+    "SPARSE_ALLREDUCE"};
 
 const char* hvds__msg_type_name(int type) {
   return (type >= 0 && type < HVDS_MSG_TYPE_COUNT) ? type_names[type] : "UNKNOWN";

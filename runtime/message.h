@@ -26,7 +26,8 @@ typedef enum {
   HVDS_MSG_ERROR = 8,
   HVDS_MSG_PS_ADD = 9,
   HVDS_MSG_PS_REMOVE = 10,
-  HVDS_MSG_TYPE_COUNT = 11
+  HVDS_MSG_SPARSE_ALLREDUCE = 11, /* extra: hvds_sparse_meta_t (execute_sparse.c) */
+  HVDS_MSG_TYPE_COUNT = 12
 } hvds_msg_type_t;
 
 const char* hvds__msg_type_name(int type); /* "ALLREDUCE", ... */
@@ -42,7 +43,7 @@ typedef struct {
   double postscale;
   int32_t ndim;
   int64_t shape[HVDS_MAX_DIMS];
-  int32_t nextra;    /* PS_ADD: rank list */
+  int32_t nextra;    /* PS_ADD: rank list; SPARSE_ALLREDUCE: format, index dtype, algorithm */
   int32_t* extra;    /* owned */
   char* name;        /* owned */
 } hvds_request_t;
@@ -61,7 +62,8 @@ typedef struct {
   int32_t nsizes;
   int64_t* sizes;           /* allreduce: elements per name; allgather: dim0 per rank */
   int32_t nextra;
-  int32_t* extra;           /* PS_ADD: ranks; ALLGATHER/ALLTOALL/REDUCESCATTER: shape of name 0 */
+  int32_t* extra;           /* PS_ADD: ranks; ALLGATHER/ALLTOALL/REDUCESCATTER: shape of name 0;
+                               SPARSE_ALLREDUCE: as its request's (sizes: dim, row) */
   char* error;              /* ERROR: message */
 } hvds_response_t;
 

@@ -16,6 +16,7 @@
 struct hvds_p2p;
 struct hvds_store;
 struct hvds_timeline;
+struct hvds_sparse_out;
 
 #define HVDS_MAX_PROCESS_SETS 256
 
@@ -34,6 +35,9 @@ typedef struct hvds_entry {
   int32_t nsplits;
   int32_t* ps_ranks;          /* PS_ADD: ranks of the new set, owned */
   int32_t ps_nranks;
+  hvds_sparse_tensor_t sparse; /* SPARSE_ALLREDUCE: the caller's entries (caller's memory) */
+  int32_t sparse_meta[3];     /* SPARSE_ALLREDUCE: format, index dtype, algorithm (request extra) */
+  int32_t sparse_dense_out;   /* SPARSE_ALLREDUCE: the result goes densely to output */
   hvds_alloc_fn alloc;
   void* alloc_ctx;
   int32_t process_set;
@@ -59,6 +63,7 @@ struct hvds_handle_rec {
   int32_t nrecv_splits;
   int32_t join_rank;          /* join: last rank that joined */
   int32_t result_int;         /* process-set add: the new id */
+  struct hvds_sparse_out* sparse; /* sparse allreduce: result and statistics (execute_sparse.c) */
 };
 
 /* Per-rank bookkeeping of a tensor at the set's coordinator (Horovod's message table). */
@@ -150,6 +155,11 @@ typedef struct hvds_runtime {
                                     count on every rank: it comes from the global set's flags) */
   uint64_t world_epoch;          /* coord: global cycles run; stamps doorbell rings */
   int64_t fusion_threshold;      /* coord */
+  double net_alpha;              /* init: seconds per message, rank 0's measurement (net_probe.c) */
+  double net_beta;               /* init: seconds per byte, rank 0's measurement */
+  uint64_t zen_seed;             /* init: ZEN's hash key, rank 0's */
+  int sparse_algo;               /* init: hvds_sparse_algo_t from HVDSPARSE_SPARSE_ALGORITHM */
+  int sparse_detect;             /* init: HVDSPARSE_SPARSE_DETECT */
   char fatal[1024];              /* coord: why the runtime stopped (root cause first) */
 } hvds_runtime_t;
 

@@ -6,6 +6,7 @@
 
 #include "controller.h"
 #include "log.h"
+#include "sparse_rt.h"
 #include "timeline.h"
 
 #define rt hvds__rt
@@ -72,7 +73,7 @@ static int validate(hvds_pset_t* s, hvds_table_rec_t* rec, char* err, size_t len
                    "another rank specified device %s.",
                    tn, a->device < 0 ? "CPU" : "GPU", b->device < 0 ? "CPU" : "GPU");
     } else if (a->type == HVDS_MSG_ALLREDUCE || a->type == HVDS_MSG_BROADCAST ||
-               a->type == HVDS_MSG_REDUCESCATTER) {
+               a->type == HVDS_MSG_REDUCESCATTER || a->type == HVDS_MSG_SPARSE_ALLREDUCE) {
       int same = a->ndim == b->ndim;
       for (int32_t d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
       if (!same) {
@@ -96,6 +97,8 @@ static int validate(hvds_pset_t* s, hvds_table_rec_t* rec, char* err, size_t len
                      "Mismatched BROADCAST root ranks: One rank specified root rank %d, but another "
                      "rank specified root rank %d.", s->ranks[a->root_rank < s->n && a->root_rank >= 0 ? a->root_rank : 0],
                      s->ranks[b->root_rank < s->n && b->root_rank >= 0 ? b->root_rank : 0]);
+      } else if (a->type == HVDS_MSG_SPARSE_ALLREDUCE) {
+        n = hvds__sparse_validate(a, b, err, len);
       }
     } else if (a->type == HVDS_MSG_ALLGATHER || a->type == HVDS_MSG_ALLTOALL) {
       if (a->ndim != b->ndim) {
@@ -122,6 +125,13 @@ static int validate(hvds_pset_t* s, hvds_table_rec_t* rec, char* err, size_t len
       return -1;
     }
   }
+  if (a->type == HVDS_MSG_SPARSE_ALLREDUCE) {
+    int n = hvds__sparse_validate(a, NULL, err, len);
+    if (n > 0) {
+      snprintf(err + n, len - (size_t)n, " [tensor: %s]", a->name);
+      return -1;
+    }
+  }
   if ((a->type == HVDS_MSG_ALLGATHER || a->type == HVDS_MSG_ALLTOALL ||
        a->type == HVDS_MSG_REDUCESCATTER) && a->ndim == 0) {
     snprintf(err, len, "Process-set rank zero tried to %s a rank-zero tensor. [tensor: %s]", tn,
@@ -129,6 +139,7 @@ static int validate(hvds_pset_t* s, hvds_table_rec_t* rec, char* err, size_t len
     return -1;
   }
   if (s->joined_count > 0 && a->type != HVDS_MSG_ALLREDUCE && a->type != HVDS_MSG_BARRIER &&
+      a->type != HVDS_MSG_SPARSE_ALLREDUCE &&
       a->type != HVDS_MSG_PS_ADD && a->type != HVDS_MSG_PS_REMOVE) {
     const char* what = a->type == HVDS_MSG_ALLGATHER
                            ? "Allgather is not supported with Join at this time. Specify "
@@ -190,6 +201,8 @@ static hvds_result_t construct(hvds_pset_t* s, const char* name, hvds_response_t
   } else if (a->type == HVDS_MSG_ALLTOALL || a->type == HVDS_MSG_REDUCESCATTER) {
     oom |= hvds__response_add_size(out, numel(a)) != 0;
     oom |= copy_shape(out, a) != 0;
+  } else if (a->type == HVDS_MSG_SPARSE_ALLREDUCE) {
+    oom |= hvds__sparse_response_fill(out, a) != 0;
   } else if (a->type == HVDS_MSG_PS_ADD) {
     out->extra = malloc((size_t)a->nextra * sizeof(int32_t));
     oom |= out->extra == NULL;

@@ -331,6 +331,29 @@ void hvds__timeline_activity_end(hvds_timeline_t* tl, const char* tensor) {
   event_unlock(tl);
 }
 
+void hvds__timeline_activity_span(hvds_timeline_t* tl, const char* tensor, const char* activity,
+                                  double start_s, double end_s, const char* args_json) {
+  if (!event_lock(tl)) return;
+  tensor_t* t = tensor_use_locked(tl, tensor);
+  if (t) {
+    if (t->in_activity) emit_end_locked(tl, t);
+    t->in_activity = 0;
+    long long ts = (long long)(start_s * 1e6) - (long long)(tl->start_ns / 1000);
+    long long dur = (long long)((end_s - start_s) * 1e6);
+    size_t mark = ev_open(tl);
+    hvds__evbuf_puts(&tl->pending, "\"ph\":\"X\",\"name\":\"");
+    hvds__evbuf_put_escaped(&tl->pending, activity ? activity : "");
+    hvds__evbuf_printf(&tl->pending, "\",\"ts\":%lld,\"dur\":%lld,\"pid\":%d",
+                       ts > 0 ? ts : 0, dur > 0 ? dur : 0, t->pid);
+    if (args_json && *args_json) {
+      hvds__evbuf_puts(&tl->pending, ",\"args\":");
+      hvds__evbuf_put_json_text(&tl->pending, args_json);
+    }
+    ev_close(tl, mark);
+  }
+  event_unlock(tl);
+}
+
 void hvds__timeline_end(hvds_timeline_t* tl, const char* tensor, const char* dtype_name,
                         const char* shape_text) {
   if (!event_lock(tl)) return;

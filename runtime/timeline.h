@@ -61,6 +61,11 @@ void hvds__timeline_start(hvds_timeline_t* tl, const char* tensor, const char* r
 void hvds__timeline_activity_start(hvds_timeline_t* tl, const char* tensor, const char* activity);
 /* E closing the current activity; a no-op when none is open. */
 void hvds__timeline_activity_end(hvds_timeline_t* tl, const char* tensor);
+/* X "<activity>" nested in the operation, for an activity whose name is known only once it is
+ * over: it began at start_s and ended at end_s (CLOCK_MONOTONIC seconds, as hvds__now()).
+ * args_json as for hvds__timeline_start. An activity still open on the tensor is ended first. */
+void hvds__timeline_activity_span(hvds_timeline_t* tl, const char* tensor, const char* activity,
+                                  double start_s, double end_s, const char* args_json);
 /* Final E of the operation with args {"dtype":dtype_name,"shape":shape_text}, e.g.
  * "FLOAT32" and "[3, 4]" (either may be NULL). Ends an open activity first. */
 void hvds__timeline_end(hvds_timeline_t* tl, const char* tensor, const char* dtype_name,

@@ -17,7 +17,8 @@ const perf_coll_t* perf_find_coll(const char* name) {
 static void usage(FILE* f) {
   fprintf(f,
           "usage: hvdsparse run -np N hvdsparse-perf COLLECTIVE [options]\n"
-          "  COLLECTIVE   allreduce | allgather | broadcast | alltoall | reducescatter\n");
+          "  COLLECTIVE   allreduce | allgather | broadcast | alltoall | reducescatter\n"
+          "               (sparse_allreduce has its own options: sparse_allreduce --help)\n");
   hvds_bench_sweep_usage(f);
   fprintf(f,
           "  -d TYPE      uint8 int8 uint16 int16 int32 int64 float16 float32 float64 bfloat16\n"

@@ -7,6 +7,7 @@
  * fast path as training does. Then one untimed operation on fresh inputs is checked. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "perf.h"
 
@@ -118,6 +119,7 @@ static void print_header(const perf_args_t* a) {
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && !strcmp(argv[1], "sparse_allreduce")) return perf_sparse_main(argc - 1, argv + 1);
   perf_args_t a;
   int rc = perf_parse_args(argc, argv, &a);
   if (rc != 0) return rc > 0 ? 0 : 2;

@@ -50,6 +50,10 @@ typedef struct {
 extern const perf_coll_t perf_allreduce, perf_reducescatter;            /* coll_reduce.c */
 extern const perf_coll_t perf_allgather, perf_broadcast, perf_alltoall; /* coll_move.c */
 
+/* sparse_allreduce.c: the sparse_allreduce subcommand, with its own options (argv[0] is
+ * "sparse_allreduce"). Returns the process exit code. */
+int perf_sparse_main(int argc, char** argv);
+
 /* args.c: parses argv into *a; returns 0, 1 after printing help, or -1 after printing an error. */
 int perf_parse_args(int argc, char** argv, perf_args_t* a /* OUT */);
 const perf_coll_t* perf_find_coll(const char* name);

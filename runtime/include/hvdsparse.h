@@ -85,10 +85,12 @@ typedef int64_t hvds_handle_t;
 typedef void* (*hvds_alloc_fn)(void* ctx, hvds_dtype_t dtype, int32_t ndim, const int64_t* shape,
                                size_t bytes);
 
-/* Options shared by every collective. Initialise with HVDS_OP_OPTIONS_INIT. */
+/* Options shared by every collective. Initialise with HVDS_OP_OPTIONS_INIT. Fields are only ever
+ * added at the end: the runtime reads a field only when `size` covers it, so a caller built
+ * against an older header (a smaller size) gets the defaults for the fields it does not have. */
 typedef struct {
   size_t size;             /* sizeof(hvds_op_options_t) */
-  uint32_t version;        /* 1 */
+  uint32_t version;        /* 2 (1: up to alloc_ctx) */
   const char* name;        /* negotiation key, identical on every rank; required */
   int32_t process_set;     /* 0 is the global set */
   hvds_reduce_op_t op;     /* allreduce and reducescatter */
@@ -99,10 +101,17 @@ typedef struct {
   int32_t nsplits;         /* number of entries in splits */
   hvds_alloc_fn alloc;     /* output allocator, or NULL for runtime-owned memory */
   void* alloc_ctx;         /* passed to alloc */
+  /* Version 2: */
+  const char* sparse_algorithm; /* sparse allreduce: forced algorithm by name, "auto" for the
+                                   cost model, NULL for HVDSPARSE_SPARSE_ALGORITHM's default */
+  int32_t sparse_detect;   /* allreduce of a dense tensor: 1 counts its non-zeros (rows for
+                              ndim >= 2, elements for 1-D) and runs it as a sparse allreduce
+                              when the cost model says that is cheaper; 0 never; -1
+                              HVDSPARSE_SPARSE_DETECT's default (off) */
 } hvds_op_options_t;
 
 #define HVDS_OP_OPTIONS_INIT \
-  { sizeof(hvds_op_options_t), 1, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL }
+  { sizeof(hvds_op_options_t), 2, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1 }
 
 /* ---- Lifecycle ---- */
 
@@ -145,6 +154,36 @@ int hvds_hwloc_built(void);
 /* output has input's shape and dtype; output->data may equal input->data (in place). */
 hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* output,
                                    const hvds_op_options_t* opts, hvds_handle_t* handle);
+
+/* Sparse tensors. */
+typedef enum { HVDS_SPARSE_COO = 0, HVDS_SPARSE_ROWS = 1 } hvds_sparse_format_t;
+/* nnz entries of a dense tensor of shape dense_shape. COO: indices are flat element indices in
+ * [0, numel(dense_shape)), values has nnz elements. ROWS (embeddings): indices are row ids in
+ * [0, dense_shape[0]), values has nnz rows of numel(dense_shape[1:]) elements. Any order;
+ * duplicates are summed. An index outside the dense shape fails the operation on every rank.
+ * The memory is the caller's and must stay valid and unchanged until the operation is done. */
+typedef struct {
+  hvds_sparse_format_t format;
+  const void* indices;      /* nnz of index_dtype */
+  hvds_dtype_t index_dtype; /* HVDS_INT32 or HVDS_INT64 */
+  const void* values;
+  hvds_dtype_t dtype;
+  int64_t nnz;
+  int32_t dense_ndim;
+  int64_t dense_shape[HVDS_MAX_DIMS];
+  int32_t device;           /* -1: CPU */
+} hvds_sparse_tensor_t;
+
+/* Sum or Average (opts->op) of every rank's sparse tensor. dense_out non-NULL: the result is
+ * written there densely (dense_shape, dtype). dense_out NULL: the result stays sparse; read it with
+ * hvds_handle_sparse_result() after the wait. opts->sparse_algorithm forces an algorithm by name
+ * ("dense", "allgather", "ssar_recursive_doubling", "ssar_split_allgather", "dsar_split_allgather",
+ * "zen"; NULL or "auto": the cost model picks; HVDSPARSE_SPARSE_ALGORITHM sets the default).
+ * Negotiated by name like an allreduce; the dense shape, dtype, index dtype, format, op and
+ * algorithm must agree across ranks (nnz may differ); never fused with other tensors. prescale
+ * and postscale multiply the result. */
+hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input, hvds_tensor_t* dense_out,
+                                          const hvds_op_options_t* opts, hvds_handle_t* handle);
 
 /* n tensors negotiated and completed together, named "<name>_<i>of<n>"; one handle. */
 hvds_result_t hvds_grouped_allreduce_async(int32_t n, const hvds_tensor_t* inputs,
@@ -200,6 +239,17 @@ void hvds_free(void* p);
 /* Alltoall: number of received splits, written to *splits (valid until release). */
 int32_t hvds_handle_splits(hvds_handle_t handle, const int32_t** splits /* OUT */);
 int32_t hvds_handle_join_rank(hvds_handle_t handle);
+/* The sparse result of a completed hvds_sparse_allreduce_async with no dense_out: nnz entries,
+ * sorted unique indices (the input's index dtype) and their values (rows for ROWS). When the
+ * result came out dense (*is_dense = 1), *indices is NULL and values holds every element of the
+ * dense shape. Memory: from opts->alloc (called twice: indices then values; once, values only,
+ * when the result is dense) or runtime-owned, valid until hvds_release(). *algorithm: the name
+ * of the algorithm that ran (static storage). Any OUT pointer may be NULL. Returns
+ * HVDS_IN_PROGRESS while pending, HVDS_INVALID_ARGUMENT for an unknown handle or one without a
+ * sparse result, or the operation's failure. */
+hvds_result_t hvds_handle_sparse_result(hvds_handle_t handle, int64_t* nnz, const void** indices,
+                                        const void** values, int32_t* is_dense,
+                                        const char** algorithm);
 
 /* Forgets the handle. Safe on pending handles (the result is discarded) and on 0. */
 void hvds_release(hvds_handle_t handle);

@@ -13,12 +13,24 @@ SUCCESS, IN_PROGRESS, INVALID_ARGUMENT, INVALID_USAGE, PRECONDITION_ERROR, SYSTE
 
 UINT8, INT8, UINT16, INT16, INT32, INT64, FLOAT16, FLOAT32, FLOAT64, BOOL, BFLOAT16 = range(11)
 MAX_DIMS = 8
+SPARSE_COO, SPARSE_ROWS = 0, 1  # hvds_sparse_format_t
+SPARSE_ALGORITHMS = ("auto", "dense", "allgather", "ssar_recursive_doubling",
+                     "ssar_split_allgather", "dsar_split_allgather", "zen")
 
 
 class Tensor(ctypes.Structure):
     """hvds_tensor_t: a view of memory the caller owns."""
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("device", ctypes.c_int32),
                 ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * MAX_DIMS)]
+
+
+class SparseTensor(ctypes.Structure):
+    """hvds_sparse_tensor_t: COO (flat element indices, one value each) or ROWS (row ids, one
+    row of numel(dense_shape[1:]) values each); indices and values are memory the caller owns."""
+    _fields_ = [("format", ctypes.c_int), ("indices", ctypes.c_void_p),
+                ("index_dtype", ctypes.c_int), ("values", ctypes.c_void_p),
+                ("dtype", ctypes.c_int), ("nnz", ctypes.c_int64), ("dense_ndim", ctypes.c_int32),
+                ("dense_shape", ctypes.c_int64 * MAX_DIMS), ("device", ctypes.c_int32)]
 
 
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int32,
@@ -32,20 +44,40 @@ class OpOptions(ctypes.Structure):
                 ("op", ctypes.c_int), ("prescale", ctypes.c_double),
                 ("postscale", ctypes.c_double), ("root_rank", ctypes.c_int32),
                 ("splits", ctypes.POINTER(ctypes.c_int32)), ("nsplits", ctypes.c_int32),
-                ("alloc", ALLOC_FN), ("alloc_ctx", ctypes.c_void_p)]
+                ("alloc", ALLOC_FN), ("alloc_ctx", ctypes.c_void_p),
+                # version 2: the runtime reads these only when size covers them
+                ("sparse_algorithm", ctypes.c_char_p), ("sparse_detect", ctypes.c_int32)]
 
 
-def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank=0):
+def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank=0,
+               sparse_algorithm=None, sparse_detect=None):
+    """sparse_algorithm: one of SPARSE_ALGORITHMS ("auto": the cost model), or None for
+    HVDSPARSE_SPARSE_ALGORITHM's default; used by sparse allreduces and by dense allreduces that
+    take the sparse path. sparse_detect: True lets a dense allreduce count its non-zero rows and
+    run as a sparse allreduce when the cost model finds it cheaper (same result), False never,
+    None HVDSPARSE_SPARSE_DETECT's default."""
     o = OpOptions()
     o.size = ctypes.sizeof(OpOptions)
-    o.version = 1
+    o.version = 2
     o.name = name.encode() if isinstance(name, str) else name
     o.process_set = process_set
     o.op = op
     o.prescale = prescale
     o.postscale = postscale
     o.root_rank = root_rank
+    if sparse_algorithm is not None:
+        o.sparse_algorithm = check_sparse_algorithm(sparse_algorithm).encode()
+    o.sparse_detect = -1 if sparse_detect is None else (1 if sparse_detect else 0)
     return o
+
+
+def check_sparse_algorithm(algorithm):
+    """algorithm, or ValueError naming the valid ones (the same check on every rank, before
+    anything is enqueued)."""
+    if algorithm not in SPARSE_ALGORITHMS:
+        raise ValueError("unknown sparse algorithm %r; expected one of %s"
+                         % (algorithm, ", ".join(SPARSE_ALGORITHMS)))
+    return algorithm
 
 
 _c = ctypes
@@ -54,6 +86,7 @@ _TP = _c.POINTER(Tensor)
 _OP = _c.POINTER(OpOptions)
 _HP = _c.POINTER(_I64)
 _I32P = _c.POINTER(_I32)
+_SP = _c.POINTER(SparseTensor)
 
 # name: (restype, argtypes)
 _SIGNATURES = {
@@ -105,7 +138,12 @@ _SIGNATURES = {
     "hvds_stop_timeline": (_I, []),
     "hvds_dtype_size": (_c.c_size_t, [_I]),
     "hvds_dtype_name": (_c.c_char_p, [_I]),
+    "hvds_sparse_allreduce_async": (_I, [_SP, _TP, _OP, _HP]),
+    "hvds_handle_sparse_result": (_I, [_I64, _HP, _c.POINTER(_P), _c.POINTER(_P), _I32P,
+                                       _c.POINTER(_c.c_char_p)]),
 }
+# Bound when the library has them; has(name) says which (a library built before them loads).
+_OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result"}
 
 _LIBNAME = "libhvdsparse.so"
 _lock = threading.Lock()
@@ -147,6 +185,8 @@ def lib():
                 tried.append("%s (%s)" % (path, e))
                 continue
             for name, (restype, argtypes) in _SIGNATURES.items():
+                if name in _OPTIONAL and not hasattr(handle, name):
+                    continue
                 fn = getattr(handle, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
@@ -154,6 +194,19 @@ def lib():
             return _lib
         raise ImportError("hvdsparse: cannot load %s; set HVDSPARSE_LIBRARY or build the C "
                           "library. Tried: %s" % (_LIBNAME, "; ".join(tried)))
+
+
+def has(name):
+    """True when the loaded library exports the C function name."""
+    return hasattr(lib(), name)
+
+
+def require(name, what):
+    """The C function name, or NotImplementedError when this library was built without it."""
+    if not has(name):
+        raise NotImplementedError("hvdsparse: %s needs %s, which this libhvdsparse.so does not "
+                                  "export; rebuild the library" % (what, name))
+    return getattr(lib(), name)
 
 
 def last_error():

@@ -23,7 +23,7 @@ from hvdsparse.torch.mpi_ops import (  # noqa: F401
     grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
     grouped_reducescatter_async, init, is_homogeneous, is_initialized, join, local_rank,
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
-    reducescatter, reducescatter_async, rocm_built, shutdown, size, sparse_allreduce_async,
-    start_timeline, stop_timeline, synchronize)
+    reducescatter, reducescatter_async, rocm_built, shutdown, size, sparse_allreduce,
+    sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from hvdsparse.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvdsparse.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -54,10 +54,12 @@ def _require_init():
         raise ValueError(basics.NOT_INITIALIZED)
 
 
-def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0):
+def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
+             sparse_algorithm=None, sparse_detect=None):
     """hvds_op_options_t for one operation, named as Horovod names it."""
     ps = _set_id(process_set)
-    return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank)
+    return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank,
+                           sparse_algorithm, sparse_detect)
 
 
 def _set_id(process_set):

@@ -25,6 +25,8 @@ from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # no
 from hvdsparse.torch.handles import (_alloc_store, _check_tensor, _enqueue, _new_alloc, _options,
                                      _output, _poll_one, _register, _require_init, _set_id,
                                      _synchronize_one, _view, _wait)
+from hvdsparse.torch.sparse_ops import (SparseHandle, sparse_allreduce,  # noqa: F401
+                                        sparse_allreduce_async)
 
 
 def _resolve_op(average, op):
@@ -51,12 +53,15 @@ def _contiguous_pair(tensor, output):
     return src, dst, (None if dst is output else output)
 
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set,
+                     sparse_detect=None, sparse_algorithm=None):
+    """sparse_detect: the runtime counts the tensor's non-zero rows and takes the sparse path
+    when cheaper (the result is the same); sparse_algorithm forces that path's algorithm."""
     _require_init()
     _check_tensor(tensor)
     src, dst, copy_back = _contiguous_pair(tensor, output)
-    opts = _options("allreduce", name, process_set, op,
-                    prescale_factor, postscale_factor)
+    opts = _options("allreduce", name, process_set, op, prescale_factor, postscale_factor,
+                    sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect)
     vin, vout = _view(src), _view(dst)
     h = _enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
                  ctypes.byref(opts), what="allreduce")
@@ -110,6 +115,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     """Allreduce (differentiable), out of place. op defaults to Average.
 
     compression: Compression.none, fp16 or bf16 (applied on the wire, undone on the result)."""
+    _check_tensor(tensor)  # a clear ValueError, not a TypeError from torch.empty_like
     from hvdsparse.torch.compression import Compression
     compression = compression or Compression.none
     op = _resolve_op(average, op)
@@ -128,7 +134,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 # ---- grouped allreduce -----------------------------------------------------------------------
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
-                             process_set):
+                             process_set, sparse_detect=None, sparse_algorithm=None):
     _require_init()
     tensors = list(tensors)
     if not tensors:
@@ -142,8 +148,9 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     n = len(pairs)
     vin = (_lib.Tensor * n)(*[_view(p[0]) for p in pairs])
     vout = (_lib.Tensor * n)(*[_view(p[1]) for p in pairs])
-    opts = _options("grouped_allreduce", name, process_set, op,
-                    prescale_factor, postscale_factor)
+    opts = _options("grouped_allreduce", name, process_set, op, prescale_factor,
+                    postscale_factor, sparse_algorithm=sparse_algorithm,
+                    sparse_detect=sparse_detect)
     h = _enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout, ctypes.byref(opts),
                  what="grouped_allreduce")
 
@@ -259,6 +266,7 @@ class HorovodAllgather(torch.autograd.Function):
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's tensor along dimension 0 (differentiable)."""
+    _check_tensor(tensor)  # a clear ValueError, not an AttributeError from inside autograd
     return HorovodAllgather.apply(tensor, name, process_set)
 
 
@@ -276,7 +284,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 
 
 class _Group:
-    """A handle over several handles (grouped allgather and the sparse path)."""
+    """A handle over several handles (grouped allgather)."""
 
     def __init__(self, handles, combine=None):
         self.handles = handles
@@ -372,6 +380,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's tensor on every rank (differentiable); the input is not modified."""
+    _check_tensor(tensor)  # a clear ValueError, not an AttributeError from inside autograd
     return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
 
 
@@ -566,30 +575,6 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
     return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]
 
 
-# ---- sparse allreduce (allgather of indices and values, as Horovod) --------------------------
-def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """Starts a sparse allreduce of a torch sparse COO tensor by allgathering its indices and
-    values, as Horovod does. Returns a callable that waits and gives the reduced sparse tensor
-    (duplicates are summed by torch when it is coalesced; Average divides by the set size)."""
-    if op not in (Sum, Average):
-        raise NotImplementedError("sparse allreduce supports Sum and Average only")
-    # Allgather concatenates along dimension 0: gather [nnz, sparse_dims] and transpose back.
-    indices = tensor._indices().t().contiguous()
-    values = tensor._values().contiguous()
-    base = util.op_name("sparse_allreduce", name, _set_id(process_set))
-    hi = allgather_async(indices, name="%s.indices" % base, process_set=process_set)
-    hv = allgather_async(values, name="%s.values" % base, process_set=process_set)
-    shape = tensor.shape
-
-    def handle():
-        vals = synchronize(hv)
-        idx = synchronize(hi)
-        if op == Average:
-            vals = vals / process_set.size()
-        return torch.sparse_coo_tensor(idx.t(), vals, shape)
-    return handle
-
-
 # ---- join, barrier ---------------------------------------------------------------------------
 def join(device=-1):
     """This rank has no more batches: contributes zeros to the others' allreduces until every
@@ -629,6 +614,8 @@ def synchronize(handle):
     peer died, or the runtime shut down."""
     if isinstance(handle, _Group):
         return _sync_group(handle)
+    if isinstance(handle, SparseHandle):
+        return handle()
     return _synchronize_one(handle)
 
 
@@ -636,4 +623,6 @@ def poll(handle):
     """True when the operation is done (synchronize() will not block)."""
     if isinstance(handle, _Group):
         return all(_poll_one(h) for h in handle.handles)
+    if isinstance(handle, SparseHandle):
+        return handle.poll()
     return _poll_one(handle)

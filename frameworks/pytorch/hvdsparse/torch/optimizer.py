@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import torch
 
+from hvdsparse.common import _lib
 from hvdsparse.torch import mpi_ops
 from hvdsparse.torch.compression import Compression
 from hvdsparse.torch.mpi_ops import Adasum, Average, global_process_set
@@ -42,7 +43,8 @@ class _DistributedMixin:
     """Placed in front of the wrapped optimizer's class in a class made for each instance."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set,
+                 sparse_algorithm=None, sparse_params=None, sparse_detect=None):
         super().__init__(params)
         self._compression = compression
         all_params = [p for g in self.param_groups for p in g["params"]]
@@ -73,6 +75,10 @@ class _DistributedMixin:
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
+        self.sparse_algorithm = sparse_algorithm
+        self._sparse_detect = sparse_detect
+        self._sparse_params = self._param_set(sparse_params, named_parameters)
+        self._sparse_grads = set()  # parameters whose gradient has been sparse
         self.process_set = process_set
         self._handles = {}          # param or group tuple -> (handle, compression contexts)
         self._hook_handles = []
@@ -86,6 +92,24 @@ class _DistributedMixin:
             self._register_hooks()
 
     # ---- setup ----
+    @staticmethod
+    def _param_set(sparse_params, named_parameters):
+        """sparse_params (names or parameters) as a set of parameters."""
+        by_name = dict(named_parameters)
+        out = set()
+        for item in sparse_params or []:
+            if isinstance(item, str):
+                if item not in by_name:
+                    raise ValueError("sparse_params names %r, which is not in "
+                                     "named_parameters" % item)
+                out.add(by_name[item])
+            elif isinstance(item, torch.Tensor):
+                out.add(item)
+            else:
+                raise ValueError("sparse_params holds parameter names or parameters, not %r"
+                                 % type(item).__name__)
+        return out
+
     def _setup_groups(self, groups, all_params):
         if groups is None:
             return
@@ -144,10 +168,26 @@ class _DistributedMixin:
 
     def _prepare_grad(self, p):
         if p.grad is None:
-            p.grad = torch.zeros_like(p.data)
-        if p.grad.is_sparse and self.sparse_as_dense:
-            p.grad = p.grad.to_dense()
+            p.grad = self._zero_grad_for(p)
+        if p.grad.is_sparse:
+            self._sparse_grads.add(p)
+            if self.sparse_as_dense:
+                p.grad = p.grad.to_dense()
         return p.grad
+
+    def _detect(self, p):
+        """opts.sparse_detect for p's dense allreduce: on for sparse_params, else the global
+        sparse_detect (None: HVDSPARSE_SPARSE_DETECT's default)."""
+        return True if p in self._sparse_params else self._sparse_detect
+
+    def _zero_grad_for(self, p):
+        """The contribution of a parameter unused in this step: an empty sparse gradient when
+        its gradients have been sparse (so every rank takes the sparse path), else zeros."""
+        if p in self._sparse_grads and not self.sparse_as_dense:
+            return torch.sparse_coo_tensor(torch.empty(1, 0, dtype=torch.int64),
+                                           p.data.new_empty((0,) + tuple(p.shape[1:])),
+                                           p.shape)
+        return torch.zeros_like(p.data)
 
     def _allreduce_grad_async(self, p):
         grad = self._prepare_grad(p)
@@ -155,11 +195,17 @@ class _DistributedMixin:
         if grad.is_sparse:
             if self.op not in (Average, mpi_ops.Sum):
                 raise NotImplementedError("sparse gradients support op Average or Sum only")
-            return mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set), "sparse"
+            # Compression and gradient_predivide_factor do not apply (as in Horovod): the
+            # values travel as they are and Average divides once.
+            handle = mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set,
+                                                    algorithm=self.sparse_algorithm)
+            return handle, "sparse"
         compressed, ctx = self._compression.compress(grad)
         pre, post = self._scales()
-        handle = mpi_ops.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
-                                          postscale_factor=post, process_set=self.process_set)
+        detect = self._detect(p)
+        handle = mpi_ops._allreduce_async(compressed, compressed, name, self.op, pre, post,
+                                          self.process_set, detect,
+                                          self.sparse_algorithm if detect else None)
         return handle, (compressed, ctx)
 
     def _launch_group(self, group):
@@ -170,9 +216,11 @@ class _DistributedMixin:
                              "sparse_as_dense=True")
         compressed = [self._compression.compress(g) for g in grads]
         pre, post = self._scales()
-        handle = mpi_ops.grouped_allreduce_async_(
-            [c for c, _ in compressed], name="optimizer.group.%d" % index, op=self.op,
-            prescale_factor=pre, postscale_factor=post, process_set=self.process_set)
+        tensors = [c for c, _ in compressed]
+        detect = True if any(p in self._sparse_params for p in group) else self._sparse_detect
+        handle = mpi_ops._grouped_allreduce_async(
+            tensors, tensors, "optimizer.group.%d" % index, self.op, pre, post,
+            self.process_set, detect, self.sparse_algorithm if detect else None)
         for p in group:
             self._handles.pop(p, None)
         self._handles[group] = (handle, compressed)
@@ -215,7 +263,7 @@ class _DistributedMixin:
 
     def _finish(self, key, handle, ctx):
         if ctx == "sparse":
-            key.grad = handle()
+            key.grad = mpi_ops.synchronize(handle)
             self._allreduce_delay[key] = self.backward_passes_per_step
             return
         outputs = mpi_ops.synchronize(handle)
@@ -255,15 +303,25 @@ class _DistributedMixin:
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set, pipeline=None, **pipeline_options):
+                         process_set=global_process_set, pipeline=None, sparse_algorithm=None,
+                         sparse_params=None, sparse_detect=None, **pipeline_options):
     """Wraps a torch optimizer so that step() uses gradients averaged over every rank.
 
     named_parameters: model.named_parameters(), to name each allreduce. compression: on the
     wire (Compression.none / fp16 / bf16). backward_passes_per_step: local accumulation before
     each allreduce. op: Average (default) or Sum; Adasum is not supported.
     gradient_predivide_factor: Average splits into prescale 1/f and postscale f. groups: an int
-    (that many grouped allreduces) or a list of lists of parameters. sparse_as_dense: allreduce
-    sparse gradients as dense tensors (otherwise they are allgathered).
+    (that many grouped allreduces) or a list of lists of parameters.
+
+    Sparse gradients (nn.Embedding(sparse=True)) go through the runtime's sparse allreduce and
+    come back as coalesced sparse tensors (compression and gradient_predivide_factor do not
+    apply to them); sparse_as_dense=True allreduces them as dense tensors instead.
+    sparse_algorithm: force the sparse algorithm ("dense", "allgather",
+    "ssar_recursive_doubling", "ssar_split_allgather", "dsar_split_allgather", "zen"; None lets
+    the cost model pick). Dense gradients that are mostly zero rows (nn.Embedding(sparse=False))
+    can opt in: sparse_params=[names or parameters] or sparse_detect=True (every parameter) let
+    the runtime count their non-zero rows and take the sparse path when cheaper; the result is
+    the same (sparse_detect=False: never; None: HVDSPARSE_SPARSE_DETECT's default).
 
     pipeline="dear": reduce-scatter in backward, all-gather and update in the next forward
     (hvdsparse.torch.dear, docs/dear.md). Needs model=<the module>; options bucket_bytes,
@@ -276,9 +334,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if pipeline is not None:
         if pipeline != "dear":
             raise ValueError("pipeline must be None or 'dear', not %r" % (pipeline,))
-        if groups is not None or num_groups or sparse_as_dense:
+        if (groups is not None or num_groups or sparse_as_dense or sparse_algorithm or
+                sparse_params or sparse_detect):
             raise ValueError("pipeline='dear' plans its own buckets: groups, num_groups and "
-                             "sparse_as_dense do not apply")
+                             "the sparse options do not apply")
         from hvdsparse.torch import dear
         pre, post = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
                      if op == Average else (1.0, 1.0))
@@ -306,5 +365,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if isinstance(groups, int) and groups == 0:
             groups = None
     cls = type(optimizer.__class__.__name__, (_DistributedMixin, optimizer.__class__), {})
+    if sparse_algorithm is not None:
+        _lib.check_sparse_algorithm(sparse_algorithm)
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set,
+               sparse_algorithm, sparse_params, sparse_detect)

@@ -2,13 +2,16 @@
 helper shared with the Keras DistributedOptimizer."""
 import tensorflow as tf
 
+from hvdsparse.common import _lib
 from hvdsparse.tensorflow import mpi_ops
 from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
 
 
-def _check_options(op, gradient_predivide_factor, num_groups, groups):
+def _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm=None):
     mpi_ops.check_op(op)
+    if sparse_algorithm is not None:
+        _lib.check_sparse_algorithm(sparse_algorithm)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0 and groups is not None:
@@ -51,10 +54,14 @@ def _group_indices(n, num_groups, groups, sources):
 
 def allreduce_gradients(grads, sources=None, compression=Compression.none,
                         sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
-                        num_groups=0, groups=None, process_set=global_process_set):
+                        num_groups=0, groups=None, process_set=global_process_set,
+                        sparse_algorithm=None, sparse_detect=None):
     """Allreduces a list of gradients (None entries stay None). Dense gradients of one call are
-    enqueued together and waited for together (one py_function inside tf.function);
-    tf.IndexedSlices are allgathered unless sparse_as_dense. Not differentiable."""
+    enqueued together and waited for together (one py_function inside tf.function), and so
+    are the tf.IndexedSlices, which go through the sparse allreduce (sparse_algorithm forces
+    its algorithm) unless sparse_as_dense. sparse_detect=True: dense gradients take the sparse
+    path when mostly zero rows make it cheaper (same result); False never; None
+    HVDSPARSE_SPARSE_DETECT's default. Not differentiable."""
     grads = list(grads)
     if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
@@ -65,17 +72,26 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     else:
         prescale, postscale = 1.0, 1.0
     out = [None] * len(grads)
-    dense = []
+    dense, sparse = [], []
     for i, g in enumerate(grads):
         if g is None:
             continue
         if isinstance(g, tf.IndexedSlices):
             if sparse_as_dense:
                 grads[i] = tf.convert_to_tensor(g)
-            else:
+            elif g.dense_shape is None:
                 out[i] = mpi_ops.allreduce(g, op=op, process_set=process_set)
                 continue
+            else:
+                sparse.append(i)
+                continue
         dense.append(i)
+    if sparse:
+        mpi_ops._check_sparse_op(op)
+        reduced = mpi_ops._sparse_allreduce_many([grads[i] for i in sparse], [None] * len(sparse),
+                                                 op, 1.0, 1.0, process_set, sparse_algorithm)
+        for i, r in zip(sparse, reduced):
+            out[i] = r
     if not dense:
         return out
     comp = [compression.compress(mpi_ops._prepare(grads[i])) for i in dense]
@@ -86,13 +102,15 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     grouped = [g for g in grouped if g]
     in_group = {k for g in grouped for k in g}
     units = grouped + [[k] for k in range(len(tensors)) if k not in in_group]
-    reduced = _reduce_units(tensors, units, op, prescale, postscale, process_set)
+    reduced = _reduce_units(tensors, units, op, prescale, postscale, process_set,
+                            sparse_detect, sparse_algorithm if sparse_detect else None)
     for k, i in enumerate(dense):
         out[i] = compression.decompress(reduced[k], comp[k][1])
     return out
 
 
-def _reduce_units(tensors, units, op, prescale, postscale, process_set):
+def _reduce_units(tensors, units, op, prescale, postscale, process_set, sparse_detect=None,
+                  sparse_algorithm=None):
     mpi_ops._require_init()
     ps_id = mpi_ops._set_id(process_set)
     names = [mpi_ops._name("grouped_allreduce" if len(u) > 1 else "allreduce", None, ps_id)
@@ -100,7 +118,8 @@ def _reduce_units(tensors, units, op, prescale, postscale, process_set):
 
     def body(arrays):
         ops = [mpi_ops._start_allreduce([arrays[k] for k in u], name, ps_id, op, prescale,
-                                        postscale) for u, name in zip(units, names)]
+                                        postscale, sparse_detect, sparse_algorithm)
+               for u, name in zip(units, names)]
         results = mpi_ops._complete(ops)
         flat = [None] * len(arrays)
         for u, res in zip(units, results):
@@ -115,6 +134,9 @@ def _reduce_units(tensors, units, op, prescale, postscale, process_set):
 
 class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients allreduced over process_set.
+    tf.IndexedSlices gradients (tf.gather, Keras Embedding) go through the sparse allreduce and
+    stay tf.IndexedSlices unless sparse_as_dense; sparse_algorithm and sparse_detect as in
+    allreduce_gradients.
 
         with tf.GradientTape() as tape:
             loss = ...
@@ -127,8 +149,8 @@ class DistributedGradientTape:
     def __init__(self, gradtape, device_dense='', device_sparse='', compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
                  num_groups=0, groups=None, process_set=global_process_set,
-                 scale_local_gradients=True):
-        _check_options(op, gradient_predivide_factor, num_groups, groups)
+                 scale_local_gradients=True, sparse_algorithm=None, sparse_detect=None):
+        _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm)
         self._tape = gradtape
         self._compression = compression or Compression.none
         self._sparse_as_dense = sparse_as_dense
@@ -137,6 +159,8 @@ class DistributedGradientTape:
         self._num_groups = num_groups
         self._groups = groups
         self._process_set = process_set
+        self._sparse_algorithm = sparse_algorithm
+        self._sparse_detect = sparse_detect
         self._scale_local_gradients = scale_local_gradients
         self._local_sources = set()
 
@@ -169,7 +193,8 @@ class DistributedGradientTape:
         reduced = allreduce_gradients(
             [flat_grads[i] for i in shared_idx], [flat_sources[i] for i in shared_idx],
             self._compression, self._sparse_as_dense, self._op, self._predivide,
-            self._num_groups, self._groups, self._process_set)
+            self._num_groups, self._groups, self._process_set, self._sparse_algorithm,
+            self._sparse_detect)
         out = list(flat_grads)
         for i, r in zip(shared_idx, reduced):
             out[i] = r
@@ -192,13 +217,15 @@ def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
                                    compression=Compression.none, sparse_as_dense=False,
                                    op=Average, gradient_predivide_factor=1.0, num_groups=0,
                                    groups=None, process_set=global_process_set, local_layers=None,
-                                   scale_local_gradients=True):
+                                   scale_local_gradients=True, sparse_algorithm=None,
+                                   sparse_detect=None):
     """A DistributedGradientTape whose local_layers' (a Keras layer or a list of them)
     variables are not allreduced; with scale_local_gradients and op Average their gradients are
     divided by the set size."""
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
                                    sparse_as_dense, op, gradient_predivide_factor, num_groups,
-                                   groups, process_set, scale_local_gradients)
+                                   groups, process_set, scale_local_gradients, sparse_algorithm,
+                                   sparse_detect)
     if local_layers is None:
         local_layers = []
     elif not isinstance(local_layers, (list, tuple)):

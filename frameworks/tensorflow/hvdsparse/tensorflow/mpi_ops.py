@@ -42,7 +42,8 @@ from hvdsparse.tensorflow.runtime_calls import (  # noqa: F401
     HorovodUnknownError, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _ZERO, _c_dtype, _check_dtype,
     _complete, _enqueue, _executing_eagerly, _host, _name, _opts, _prepare, _require_init,
     _resolve_op, _run, _runtime_output, _set_id, _start_allgather, _start_allreduce,
-    _start_alltoall, _start_broadcast, _start_reducescatter, _status_error, _to_tf, _view, _wait)
+    _start_alltoall, _start_broadcast, _start_reducescatter, _start_sparse_allreduce,
+    _status_error, _to_tf, _view, _wait)
 
 
 # ---- allreduce -------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return fn(tensor)
 
 
-def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, process_set):
+def _check_sparse_op(op):
     if op == Adasum:
         raise NotImplementedError("The Adasum reduction does not currently support sparse "
                                   "tensors. As a workaround please pass sparse_as_dense=True "
@@ -83,30 +84,82 @@ def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, proce
     if op not in (Average, Sum):
         raise NotImplementedError("Only Sum and Average ops are supported with "
                                   "tf.IndexedSlices")
-    if prescale_factor != 1.0 or postscale_factor != 1.0:
-        raise NotImplementedError("Pre/postscale_factor are not supported with "
-                                  "tf.IndexedSlices")
+
+
+def _allgather_slices(slices, name, op, scale, process_set):
+    """Horovod's path, for tf.IndexedSlices without a dense_shape: allgather values and
+    indices (duplicates stay; Average divides by the set size)."""
     values = allgather(slices.values, name=None if name is None else name + ".values",
                        process_set=process_set)
     indices = allgather(slices.indices, name=None if name is None else name + ".indices",
                         process_set=process_set)
-    if op == Average:
-        values = tf.math.divide(values, tf.cast(process_set.size(), values.dtype))
+    divisor = process_set.size() if op == Average else 1
+    if divisor != 1 or scale != 1.0:
+        values = values * tf.cast(scale / divisor, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, algorithm=None):
+    """Sparse allreduces of a list of tf.IndexedSlices with dense shapes, enqueued together and
+    waited for together (one py_function in a graph). Returns tf.IndexedSlices with sorted
+    unique indices of each input's dtype (every row when the result came out dense)."""
+    _require_init()
+    if algorithm is not None:
+        _lib.check_sparse_algorithm(algorithm)
+    ps_id = _set_id(process_set)
+    fulls = [_name("sparse_allreduce", n, ps_id) for n in names]
+    inputs, tout = [], []
+    for s in slices:
+        v = tf.convert_to_tensor(s.values)
+        _check_dtype(v.dtype)
+        inputs += [v, s.indices, tf.cast(s.dense_shape, tf.int64)]
+        tout += [v.dtype, s.indices.dtype]
+
+    def body(arrays):
+        ops = [_start_sparse_allreduce(arrays[3 * k], arrays[3 * k + 1], arrays[3 * k + 2],
+                                       full, ps_id, op, algorithm, prescale, postscale)
+               for k, full in enumerate(fulls)]
+        return [a for vals, idx, _alg in _complete(ops) for a in (vals, idx)]
+    outs = _run(body, inputs, tout)
+    result = []
+    for k, s in enumerate(slices):
+        vals, idx = outs[2 * k], outs[2 * k + 1]
+        if s.values.shape.rank is not None:
+            vals.set_shape([None] + s.values.shape.as_list()[1:])
+        idx.set_shape([None])
+        result.append(tf.IndexedSlices(vals, idx, dense_shape=s.dense_shape))
+    return result
+
+
+def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, process_set,
+                      algorithm=None):
+    """Sum or Average of tf.IndexedSlices through the runtime's sparse allreduce (rows of
+    dense_shape[1:]); pre- and postscale multiply the result's values."""
+    _check_sparse_op(op)
+    if slices.dense_shape is None:
+        scale = float(prescale_factor) * float(postscale_factor)
+        return _allgather_slices(slices, name, op, scale, process_set)
+    return _sparse_allreduce_many([slices], [name], op, prescale_factor, postscale_factor,
+                                  process_set, algorithm)[0]
 
 
 def allreduce(tensor, average=None, device_dense='', device_sparse='', compression=None,
               op=None, prescale_factor=1.0, postscale_factor=1.0, name=None,
-              process_set=global_process_set, ignore_name_scope=False):
+              process_set=global_process_set, ignore_name_scope=False, sparse_algorithm=None):
     """Reduces a tensor over the ranks of process_set (op defaults to Average).
 
-    tf.IndexedSlices are allgathered (values and indices) as Horovod does; Average divides the
-    values by the set size. compression: Compression.none/fp16/bf16 (dense tensors only)."""
+    tf.IndexedSlices (Sum or Average) go through the runtime's sparse allreduce as rows of
+    dense_shape[1:] and come back as tf.IndexedSlices with sorted unique indices (duplicates
+    summed; every row when the result came out dense). sparse_algorithm forces its algorithm
+    ("dense", "allgather", "ssar_recursive_doubling", "ssar_split_allgather",
+    "dsar_split_allgather", "zen"; None: the cost model). IndexedSlices without a dense_shape
+    are allgathered as Horovod does. compression: Compression.none/fp16/bf16 (dense tensors
+    only)."""
     from hvdsparse.tensorflow.compression import Compression
     op = _resolve_op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, name, op, prescale_factor, postscale_factor,
-                                 process_set)
+                                 process_set, sparse_algorithm)
     compression = compression or Compression.none
     compressed, ctx = compression.compress(_prepare(tensor))
     summed = _allreduce(compressed, name, op, prescale_factor, postscale_factor, process_set)
@@ -130,8 +183,8 @@ def _grouped_raw(tensors, name, op, prescale, postscale, process_set):
 def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
                       compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                       name=None, process_set=global_process_set, ignore_name_scope=False):
-    """Allreduce of a list of tensors negotiated as one group. tf.IndexedSlices in the list are
-    allgathered separately."""
+    """Allreduce of a list of tensors negotiated as one group. tf.IndexedSlices in the list go
+    through the sparse allreduce separately."""
     from hvdsparse.tensorflow.compression import Compression
     op = _resolve_op(average, op)
     tensors = list(tensors)

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvdsparse.common import _lib, basics, util
+from hvdsparse.common import sparse as csparse
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Average, Sum, check_op  # noqa: F401
 
@@ -169,14 +170,20 @@ def _complete(ops):
     return results
 
 
-def _opts(full_name, ps_id, op=Sum, prescale=1.0, postscale=1.0, root_rank=0):
-    return _lib.op_options(full_name, ps_id, op, prescale, postscale, root_rank)
+def _opts(full_name, ps_id, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
+          sparse_algorithm=None, sparse_detect=None):
+    return _lib.op_options(full_name, ps_id, op, prescale, postscale, root_rank,
+                           sparse_algorithm, sparse_detect)
 
 
-def _start_allreduce(arrays, full_name, ps_id, op, prescale, postscale):
+def _start_allreduce(arrays, full_name, ps_id, op, prescale, postscale, sparse_detect=None,
+                     sparse_algorithm=None):
+    """sparse_detect: the runtime may take the sparse path for mostly-zero tensors (same
+    result); sparse_algorithm forces that path's algorithm."""
     arrays = [_host(a) for a in arrays]
     outs = [np.empty_like(a) for a in arrays]
-    opts = _opts(full_name, ps_id, op, prescale, postscale)
+    opts = _opts(full_name, ps_id, op, prescale, postscale, sparse_algorithm=sparse_algorithm,
+                 sparse_detect=sparse_detect)
     lib = _lib.lib()
     n = len(arrays)
     if n == 1:
@@ -199,6 +206,53 @@ def _start_allgather(array, full_name, ps_id):
     v = _view(a)
     h = _enqueue(_lib.lib().hvds_allgather_async, ctypes.byref(v), ctypes.byref(opts))
     return _Op(h, (a, v, opts), lambda hh: _runtime_output(hh, 0))
+
+
+def _copy_out(ptr, count, np_dtype):
+    out = np.empty(count, dtype=np_dtype)
+    if out.nbytes and ptr:
+        ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
+    return out
+
+
+def _start_sparse_allreduce(values, indices, dense_shape, full_name, ps_id, op, algorithm,
+                            prescale=1.0, postscale=1.0):
+    """Row-sparse allreduce of tf.IndexedSlices parts (ROWS format: values [nnz, ...] are rows
+    of dense_shape[1:]). Indices travel as int32 when dense_shape[0] allows, and come back in
+    their own dtype; pre- and postscale multiply the result. finish -> (values [m, ...],
+    indices [m], algorithm): sorted unique indices, or every row when the runtime's result came
+    out dense."""
+    shape = [int(d) for d in _host(dense_shape).reshape(-1)]
+    v, i = _host(values), _host(indices).reshape(-1)
+    if not shape or v.ndim != len(shape) or list(v.shape[1:]) != shape[1:] or \
+            v.shape[0] != i.size:
+        raise HorovodInvalidArgumentError(
+            "tf.IndexedSlices with values of shape %s and %d indices do not describe rows of a "
+            "tensor of shape %s" % (list(v.shape), i.size, shape))
+    if i.dtype not in (np.int32, np.int64):
+        raise HorovodInvalidArgumentError("tf.IndexedSlices indices must be int32 or int64, "
+                                          "not %s" % i.dtype)
+    wire = csparse.wire_index_dtype(shape[0])
+    wire_np = np.int32 if wire == _lib.INT32 else np.int64
+    if i.dtype != wire_np:  # saturate: an index beyond int32 stays out of range
+        i = np.clip(i, -2 ** 31, 2 ** 31 - 1).astype(wire_np) if wire == _lib.INT32 \
+            else i.astype(np.int64)
+    st = csparse.tensor(_lib.SPARSE_ROWS, i.ctypes.data if i.size else None, wire,
+                        v.ctypes.data if v.size else None, _c_dtype(v), i.size, shape)
+    opts = _opts(full_name, ps_id, op, prescale, postscale, sparse_algorithm=algorithm)
+    h = _enqueue(csparse.enqueue_fn(), ctypes.byref(st), None, ctypes.byref(opts))
+    index_np = _host(indices).dtype
+
+    def finish(hh):
+        res = csparse.result(hh)
+        row = int(np.prod(shape[1:], dtype=np.int64))
+        if res.is_dense:
+            vals = _copy_out(res.values, shape[0] * row, v.dtype).reshape(shape)
+            return vals, np.arange(shape[0], dtype=index_np), res.algorithm
+        idx = _copy_out(res.indices, res.nnz, wire_np).astype(index_np, copy=False)
+        vals = _copy_out(res.values, res.nnz * row, v.dtype).reshape([res.nnz] + shape[1:])
+        return vals, idx, res.algorithm
+    return _Op(h, (v, i, st, opts), finish)
 
 
 def _start_broadcast(array, full_name, ps_id, root_index):
@@ -249,6 +303,7 @@ def _start_reducescatter(arrays, full_name, ps_id, op, prescale, postscale):
 
 # ---- naming and the eager / graph switch -----------------------------------------------------
 _GRAPH_KIND = {"allreduce": "HorovodAllreduce", "grouped_allreduce": "HorovodGroupedAllreduce",
+               "sparse_allreduce": "HorovodSparseAllreduce",
                "allgather": "HorovodAllgather", "broadcast": "HorovodBroadcast",
                "alltoall": "HorovodAlltoall", "reducescatter": "HorovodReducescatter",
                "grouped_reducescatter": "HorovodGroupedReducescatter"}

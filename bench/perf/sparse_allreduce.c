@@ -1,0 +1,437 @@
+/* hvdsparse-perf sparse_allreduce: every sparse allreduce algorithm on one synthetic sparse
+ * gradient, timed, set against the cost model's prediction and the selector's pick, and checked
+ * against the dense allreduce of the same data.
+ *
+ *   hvdsparse run -np 4 hvdsparse-perf sparse_allreduce -N 4M --density 0.01 [--row D]
+ *       [--generator uniform|zipf|overlap|identical|disjoint] [--overlap X] [--algorithm NAME|all]
+ *       [-d float32|float64|...] [--index int32|int64] [--dense-out] [-n iters] [-w warmup] [--csv]
+ *
+ * Every rank holds k = density * N entries (rows of D values when --row D > 1; the dense shape is
+ * then [N, D]). Per algorithm: -w untimed and -n timed operations on the same tensor name, each
+ * timed from the enqueue to the end of hvds_wait(); an iteration's time is the slowest rank's; the
+ * table gives the median and minimum. The model column is the runtime's cost model for the
+ * algorithm that ran (alpha and beta as measured at init), for the counts the preamble agreed;
+ * pick is what the selector takes for them. The last timed result is compared with the plain
+ * dense allreduce of every rank's data ("allreduce" row, also timed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+#include "sparse_gen.h"
+#include "sparse_rt.h"
+
+#define WAIT_MS 300000
+
+static const char* const kAlgos[] = {"auto",
+                                     "dense",
+                                     "allgather",
+                                     "ssar_recursive_doubling",
+                                     "ssar_split_allgather",
+                                     "dsar_split_allgather",
+                                     "zen"};
+#define NUM_ALGOS 7
+
+typedef struct {
+  size_t n, row; /* dense shape [n] or [n, row] */
+  double density;
+  spx_gen_t gen;
+  double overlap;
+  const char* algorithm; /* a name, or "all" */
+  hvds_dtype_t dtype, index_dtype;
+  int dense_out;
+  int iters, warmup, csv;
+  uint64_t seed;
+  int rank, np;
+} spx_args_t;
+
+/* This rank's data and the reference. */
+typedef struct {
+  size_t k;                  /* entries */
+  void* indices;             /* k of index_dtype */
+  void* values;              /* k * row */
+  void* dense;               /* n * row: this rank's entries summed densely */
+  void* ref;                 /* n * row: the dense allreduce of every rank's `dense` */
+  void* out;                 /* n * row scratch: dense outputs */
+  double* times;             /* iters + 1 */
+  hvds_sparse_stats_t stats; /* of the latest sparse run: the network and the agreed counts */
+  int have_stats;
+} spx_data_t;
+
+typedef struct {
+  const char* algorithm;
+  const char* ran;
+  double time_ms, min_ms, model_ms;
+  const char* pick;
+  long long max_nnz, total_nnz, result_nnz;
+  int dense_result;
+  long wrong;
+} spx_row_t;
+
+static void usage(FILE* f) {
+  fprintf(
+      f,
+      "usage: hvdsparse run -np N hvdsparse-perf sparse_allreduce [options]\n"
+      "  -N DIM              dense indices (elements, or rows with --row); K, M suffixes\n"
+      "                      (default 4M)\n"
+      "  --density F         entries per rank / DIM (default 0.01)\n"
+      "  --row D             values per index: D > 1 makes rows of a [DIM, D] tensor (default 1)\n"
+      "  --generator G       uniform | zipf | overlap | identical | disjoint (default uniform)\n"
+      "  --overlap X         overlap: shared fraction of each rank's indices (default 0.5)\n"
+      "  --algorithm A       auto | dense | allgather | ssar_recursive_doubling |\n"
+      "                      ssar_split_allgather | dsar_split_allgather | zen | all (default)\n"
+      "  -d TYPE             value type (default float32)\n"
+      "  --index TYPE        int32 | int64 (default int32, int64 when DIM needs it)\n"
+      "  --dense-out         write results densely (default: sparse results)\n"
+      "  -n ITERS, -w WARMUP timed and untimed operations per algorithm (default 20, 3)\n"
+      "  --seed S            data seed (default 1)\n"
+      "  --csv               machine-readable rows\n");
+}
+
+static int need(int argc, char** argv, int i) {
+  if (i + 1 < argc) return 1;
+  fprintf(stderr, "%s needs a value\n", argv[i]);
+  return 0;
+}
+
+/* Returns 0, 1 after help, -1 on a bad option. */
+static int parse(int argc, char** argv, spx_args_t* a) {
+  *a = (spx_args_t){4u << 20, 1, 0.01, SPX_UNIFORM, 0.5, "all", HVDS_FLOAT32, HVDS_INT32, 0,
+                    20,       3, 0,    1,           0,   0};
+  int index_set = 0;
+  for (int i = 1; i < argc; i++) {
+    const char* o = argv[i];
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+      usage(stdout);
+      return 1;
+    } else if (!strcmp(o, "--dense-out")) {
+      a->dense_out = 1;
+    } else if (!strcmp(o, "--csv")) {
+      a->csv = 1;
+    } else if (!need(argc, argv, i)) {
+      return -1;
+    } else if (!strcmp(o, "-N")) {
+      if (hvds_bench_parse_size(argv[++i], &a->n) != 0 || a->n == 0) return -1;
+    } else if (!strcmp(o, "--density")) {
+      a->density = atof(argv[++i]);
+    } else if (!strcmp(o, "--row")) {
+      a->row = (size_t)atol(argv[++i]);
+    } else if (!strcmp(o, "--generator")) {
+      int g = spx_gen_parse(argv[++i]);
+      if (g < 0) return fprintf(stderr, "unknown generator '%s'\n", argv[i]), -1;
+      a->gen = (spx_gen_t)g;
+    } else if (!strcmp(o, "--overlap")) {
+      a->overlap = atof(argv[++i]);
+    } else if (!strcmp(o, "--algorithm")) {
+      a->algorithm = argv[++i];
+    } else if (!strcmp(o, "-d")) {
+      if (perf_parse_dtype(argv[++i], &a->dtype) != 0) return -1;
+    } else if (!strcmp(o, "--index")) {
+      index_set = 1;
+      a->index_dtype = !strcmp(argv[++i], "int64") ? HVDS_INT64 : HVDS_INT32;
+    } else if (!strcmp(o, "-n")) {
+      a->iters = atoi(argv[++i]);
+    } else if (!strcmp(o, "-w")) {
+      a->warmup = atoi(argv[++i]);
+    } else if (!strcmp(o, "--seed")) {
+      a->seed = (uint64_t)atoll(argv[++i]);
+    } else {
+      fprintf(stderr, "unknown option '%s'\n", o);
+      usage(stderr);
+      return -1;
+    }
+  }
+  if (!index_set && a->n >= ((size_t)1 << 31)) a->index_dtype = HVDS_INT64;
+  if (a->row == 0 || a->iters < 1 || a->warmup < 0 || a->density < 0 || a->density > 1) {
+    fprintf(stderr, "bad --row, -n, -w or --density\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- data ---- */
+
+static int make_data(const spx_args_t* a, spx_data_t* d) {
+  size_t esz = hvds_dtype_size(a->dtype), isz = hvds_dtype_size(a->index_dtype);
+  size_t want = (size_t)(a->density * (double)a->n + 0.5);
+  int64_t* idx = spx_gen_indices(a->gen, a->n, want, a->overlap, a->seed, a->rank, a->np, &d->k);
+  d->indices = malloc(d->k * isz + 1);
+  d->values = malloc(d->k * a->row * esz + 1);
+  d->dense = calloc(a->n * a->row, esz);
+  d->ref = malloc(a->n * a->row * esz + 1);
+  d->out = malloc(a->n * a->row * esz + 1);
+  d->times = malloc(sizeof(double) * (size_t)(a->iters + 1));
+  if (!idx || !d->indices || !d->values || !d->dense || !d->ref || !d->out || !d->times) {
+    free(idx);
+    return -1;
+  }
+  uint64_t rng = a->seed * 31 + (uint64_t)a->rank;
+  for (size_t i = 0; i < d->k; i++) {
+    if (a->index_dtype == HVDS_INT32)
+      ((int32_t*)d->indices)[i] = (int32_t)idx[i];
+    else
+      ((int64_t*)d->indices)[i] = idx[i];
+    for (size_t c = 0; c < a->row; c++) {
+      double v = (double)(spx_rand(&rng) % 4 + 1);
+      size_t at = (size_t)idx[i] * a->row + c;
+      perf_set(d->values, a->dtype, i * a->row + c, v);
+      perf_set(d->dense, a->dtype, at, perf_get(d->dense, a->dtype, at) + v);
+    }
+  }
+  free(idx);
+  return 0;
+}
+
+static void free_data(spx_data_t* d) {
+  free(d->indices);
+  free(d->values);
+  free(d->dense);
+  free(d->ref);
+  free(d->out);
+  free(d->times);
+}
+
+static hvds_tensor_t dense_view(const spx_args_t* a, void* data) {
+  hvds_tensor_t t = {data, a->dtype, -1, a->row > 1 ? 2 : 1, {(int64_t)a->n, (int64_t)a->row}};
+  return t;
+}
+
+/* ---- one algorithm ---- */
+
+static hvds_result_t wait_release(hvds_handle_t h, int keep) {
+  hvds_result_t rc = hvds_wait(h, WAIT_MS);
+  if (rc != HVDS_SUCCESS) fprintf(stderr, "operation failed: %s\n", hvds_handle_error(h));
+  if (!keep || rc != HVDS_SUCCESS) hvds_release(h);
+  return rc;
+}
+
+/* Starts one sparse allreduce (algo NULL: the plain dense allreduce of this rank's data). */
+static hvds_result_t start(const spx_args_t* a, spx_data_t* d, const char* algo, hvds_handle_t* h) {
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  char name[96];
+  snprintf(name, sizeof name, "spx.%s", algo ? algo : "plain");
+  o.name = name;
+  hvds_tensor_t out = dense_view(a, d->out);
+  if (algo == NULL) {
+    hvds_tensor_t in = dense_view(a, d->dense);
+    o.sparse_detect = 0;
+    return hvds_allreduce_async(&in, &out, &o, h);
+  }
+  o.sparse_algorithm = algo;
+  hvds_sparse_tensor_t t = {a->row > 1 ? HVDS_SPARSE_ROWS : HVDS_SPARSE_COO,
+                            d->indices,
+                            a->index_dtype,
+                            d->values,
+                            a->dtype,
+                            (int64_t)d->k,
+                            a->row > 1 ? 2 : 1,
+                            {(int64_t)a->n, (int64_t)a->row},
+                            -1};
+  return hvds_sparse_allreduce_async(&t, a->dense_out ? &out : NULL, &o, h);
+}
+
+/* Elements of the finished result h that differ from the reference (this rank). */
+static long count_wrong(const spx_args_t* a, spx_data_t* d, hvds_handle_t h, int sparse) {
+  size_t total = a->n * a->row;
+  long wrong = 0;
+  int64_t nnz = 0;
+  const void *idx = NULL, *val = d->out;
+  int32_t is_dense = 1;
+  if (sparse && !a->dense_out &&
+      hvds_handle_sparse_result(h, &nnz, &idx, &val, &is_dense, NULL) != HVDS_SUCCESS)
+    return (long)total;
+  if (is_dense) {
+    for (size_t i = 0; i < total; i++)
+      wrong += perf_get(val, a->dtype, i) != perf_get(d->ref, a->dtype, i);
+    return wrong;
+  }
+  size_t ref_rows = 0;  // rows of the reference with a non-zero: the union (values are > 0)
+  for (size_t i = 0; i < a->n; i++)
+    for (size_t c = 0; c < a->row; c++)
+      if (perf_get(d->ref, a->dtype, i * a->row + c) != 0) {
+        ref_rows++;
+        break;
+      }
+  wrong += labs((long)ref_rows - (long)nnz);
+  for (int64_t e = 0; e < nnz; e++) {
+    int64_t i = a->index_dtype == HVDS_INT32 ? ((const int32_t*)idx)[e] : ((const int64_t*)idx)[e];
+    for (size_t c = 0; c < a->row; c++)
+      wrong += i < 0 || (size_t)i >= a->n ||
+               perf_get(val, a->dtype, (size_t)e * a->row + c) !=
+                   perf_get(d->ref, a->dtype, (size_t)i * a->row + c);
+  }
+  return wrong;
+}
+
+/* Max over ranks of times[0..n) (per iteration) and the sum of *wrong. */
+static int combine(double* times, int n, long* wrong) {
+  hvds_tensor_t t = {times, HVDS_FLOAT64, -1, 1, {n}};
+  int64_t w = *wrong;
+  hvds_tensor_t tw = {&w, HVDS_INT64, -1, 1, {1}};
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  hvds_handle_t h1, h2;
+  o.name = "spx.stats.max";
+  o.op = HVDS_MAX;
+  if (hvds_allreduce_async(&t, &t, &o, &h1) != HVDS_SUCCESS) return -1;
+  o.name = "spx.stats.sum";
+  o.op = HVDS_SUM;
+  if (hvds_allreduce_async(&tw, &tw, &o, &h2) != HVDS_SUCCESS) return -1;
+  if (wait_release(h1, 0) != HVDS_SUCCESS || wait_release(h2, 0) != HVDS_SUCCESS) return -1;
+  *wrong = (long)w;
+  return 0;
+}
+
+static int barrier(void) {
+  hvds_handle_t h;
+  if (hvds_barrier_async(0, &h) != HVDS_SUCCESS) return -1;
+  return wait_release(h, 0) == HVDS_SUCCESS ? 0 : -1;
+}
+
+/* Runs algo (NULL: the plain dense allreduce) and fills row. */
+static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_row_t* row) {
+  hvds_handle_t h = 0;
+  if (barrier() != 0) return -1;
+  for (int i = 0; i < a->warmup + a->iters; i++) {
+    double t0 = hvds_bench_now_us();
+    if (start(a, d, algo, &h) != HVDS_SUCCESS) {
+      fprintf(stderr, "rank %d: %s: %s\n", a->rank, algo ? algo : "allreduce", hvds_last_error());
+      return -1;
+    }
+    int last = i == a->warmup + a->iters - 1;
+    if (wait_release(h, last) != HVDS_SUCCESS) return -1;
+    if (i >= a->warmup) d->times[i - a->warmup] = (hvds_bench_now_us() - t0) / 1e3;
+  }
+  memset(row, 0, sizeof *row);
+  row->algorithm = algo ? algo : "allreduce";
+  row->ran = algo ? "?" : "plain dense";
+  row->pick = "-";
+  row->model_ms = -1;
+  row->result_nnz = -1;
+  row->dense_result = 1;
+  hvds_sparse_stats_t st;
+  if (algo != NULL && hvds__handle_sparse_stats(h, &st) == HVDS_SUCCESS) {
+    d->stats = st;
+    d->have_stats = 1;
+    row->ran = st.algorithm_name;
+    row->pick = st.auto_name;
+    row->model_ms = st.predicted_s * 1e3;
+    row->max_nnz = st.max_nnz;
+    row->total_nnz = st.total_nnz;
+    row->result_nnz = st.result_nnz;
+  }
+  int64_t nnz = 0;
+  int32_t is_dense = 1;
+  if (algo != NULL && !a->dense_out)
+    hvds_handle_sparse_result(h, &nnz, NULL, NULL, &is_dense, NULL);
+  row->dense_result = is_dense;
+  row->wrong = algo == NULL ? 0 : count_wrong(a, d, h, 1);
+  hvds_release(h);
+  if (combine(d->times, a->iters, &row->wrong) != 0) return -1;
+  hvds_bench_stats(d->times, a->iters, &row->time_ms, &row->min_ms);
+  return 0;
+}
+
+/* ---- output ---- */
+
+static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sparse_stats_t* st) {
+  printf(
+      "# hvdsparse-perf sparse_allreduce: np %d, N %zu x row %zu, density %g (%zu entries per "
+      "rank), generator %s",
+      a->np, a->n, a->row, a->density, d->k, spx_gen_name(a->gen));
+  if (a->gen == SPX_OVERLAP) printf(" (overlap %g)", a->overlap);
+  printf(", %s values, %s indices, %s results, iters %d, warmup %d\n", perf_dtype_label(a->dtype),
+         a->index_dtype == HVDS_INT32 ? "int32" : "int64", a->dense_out ? "dense" : "sparse",
+         a->iters, a->warmup);
+  if (st != NULL)
+    printf(
+        "# network (rank 0's, measured at init or set by the knobs): alpha %.2f us, %.3f GB/s; "
+        "agreed unique entries: max %lld per rank, %lld in all\n",
+        st->alpha * 1e6, 1e-9 / st->beta, (long long)st->max_nnz, (long long)st->total_nnz);
+  printf(
+      "# time = median (min) over iterations of the slowest rank's enqueue-to-done time; "
+      "model = the cost model for the algorithm that ran; pick = the selector's choice\n");
+  if (a->csv) {
+    printf(
+        "algorithm,ran,np,n,row,density,generator,dtype,time_ms,min_ms,model_ms,pick,max_nnz,"
+        "total_nnz,result_nnz,dense_result,wrong\n");
+    return;
+  }
+  printf("#%24s %24s %10s %10s %10s %8s %24s %10s %6s %8s\n", "algorithm", "ran", "time_ms",
+         "min_ms", "model_ms", "t/model", "pick", "result_nnz", "dense", "#wrong");
+}
+
+static void print_row(const spx_args_t* a, const spx_row_t* r) {
+  if (a->csv) {
+    printf("%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%lld,%lld,%lld,%d,%ld\n", r->algorithm,
+           r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
+           perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->max_nnz,
+           r->total_nnz, r->result_nnz, r->dense_result, r->wrong);
+  } else {
+    char ratio[16] = "-", model[16] = "-";
+    if (r->model_ms > 0) {
+      snprintf(ratio, sizeof ratio, "%.2f", r->time_ms / r->model_ms);
+      snprintf(model, sizeof model, "%.3f", r->model_ms);
+    }
+    printf(" %24s %24s %10.3f %10.3f %10s %8s %24s %10lld %6s %8ld\n", r->algorithm, r->ran,
+           r->time_ms, r->min_ms, model, ratio, r->pick, r->result_nnz,
+           r->dense_result ? "yes" : "no", r->wrong);
+  }
+  fflush(stdout);
+}
+
+static void print_summary(const spx_row_t* rows, int n) {
+  const spx_row_t *zen = NULL, *dense = NULL, *ag = NULL;
+  long wrong = 0;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(rows[i].algorithm, "zen")) zen = &rows[i];
+    if (!strcmp(rows[i].algorithm, "dense")) dense = &rows[i];
+    if (!strcmp(rows[i].algorithm, "allgather")) ag = &rows[i];
+    wrong += rows[i].wrong;
+  }
+  if (zen && dense && ag)
+    printf("# zen: %.2fx faster than dense, %.2fx faster than allgather; measured/model %.2f\n",
+           dense->time_ms / zen->time_ms, ag->time_ms / zen->time_ms,
+           zen->model_ms > 0 ? zen->time_ms / zen->model_ms : 0);
+  printf("# wrong elements against the dense allreduce: %ld %s\n", wrong, wrong ? "FAILED" : "OK");
+}
+
+int perf_sparse_main(int argc, char** argv) {
+  spx_args_t a;
+  int rc = parse(argc, argv, &a);
+  if (rc != 0) return rc > 0 ? 0 : 2;
+  if (hvds_init() != HVDS_SUCCESS) {
+    fprintf(stderr, "hvds_init failed: %s\n", hvds_last_error());
+    return 1;
+  }
+  a.rank = hvds_rank();
+  a.np = hvds_size();
+  spx_data_t d = {0};
+  spx_row_t rows[NUM_ALGOS + 1];
+  int nrows = 0, failed = make_data(&a, &d) != 0;
+  if (failed) fprintf(stderr, "rank %d: out of memory for the data\n", a.rank);
+  // The reference: the plain dense allreduce, also the first row.
+  if (!failed) failed = run_algo(&a, &d, NULL, &rows[nrows]) != 0;
+  if (!failed) memcpy(d.ref, d.out, a.n * a.row * hvds_dtype_size(a.dtype));
+  nrows += !failed;
+  for (int k = 0; k < NUM_ALGOS && !failed; k++) {
+    if (strcmp(a.algorithm, "all") != 0 && strcmp(a.algorithm, kAlgos[k]) != 0) continue;
+    failed = run_algo(&a, &d, kAlgos[k], &rows[nrows]) != 0;
+    nrows += !failed;
+  }
+  if (!failed && nrows == 1) {
+    if (a.rank == 0) fprintf(stderr, "unknown --algorithm '%s'\n", a.algorithm);
+    failed = 1;
+  }
+  if (a.rank == 0 && !failed) {
+    print_header(&a, &d, d.have_stats ? &d.stats : NULL);
+    for (int i = 0; i < nrows; i++) print_row(&a, &rows[i]);
+    print_summary(rows, nrows);
+  }
+  free_data(&d);
+  hvds_shutdown();
+  long wrong = 0;
+  for (int i = 0; i < nrows; i++) wrong += rows[i].wrong;
+  if (failed && a.rank == 0) fprintf(stderr, "hvdsparse-perf: a collective failed; see above\n");
+  return failed || wrong > 0 ? 1 : 0;
+}

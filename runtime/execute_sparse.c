@@ -1,0 +1,452 @@
+/* Execution of a negotiated sparse allreduce (HVDS_MSG_SPARSE_ALLREDUCE), and its checks at the
+ * set's rank 0.
+ *
+ * Sparse tensors (hvds_sparse_allreduce_async): the caller's entries go to
+ * hvds__sparse_allreduce on the set's communicator, whose preamble agrees every rank's entry
+ * count and input validity before data moves, so the algorithm (forced, or the cost model's pick)
+ * is the same everywhere and a bad index fails every rank alike. The result goes densely to the
+ * caller's output, or stays sparse on the handle (runtime memory, or the caller's allocator).
+ *
+ * Dense tensors under sparse_detect: every rank counts its non-zero rows (elements for 1-D), one
+ * small MAX allreduce agrees the largest count, and the cost model (the same on every rank)
+ * picks: dense runs the plain allreduce in the output; a sparse algorithm runs on the extracted
+ * non-zero rows, forced, with the dense output.
+ *
+ * A rank that joined has no entry: it takes part with no entries and drops the result.
+ * The timeline shows the algorithm as an activity SPARSE_<ALGORITHM> with the density, the
+ * agreed counts and the model's prediction as args; the debug log says the same, with the
+ * model's time for every algorithm and ZEN's imbalance.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "execute.h"
+#include "handle.h"
+#include "log.h"
+#include "p2p.h"
+#include "reduce.h"
+#include "sparse_allreduce.h"
+#include "sparse_rt.h"
+#include "timeline.h"
+
+#define rt hvds__rt
+
+_Static_assert(HVDS_SPARSE_ALGO_COUNT <= 8, "hvds_sparse_stats_t.costs holds every algorithm");
+
+/* One sparse allreduce being executed. */
+typedef struct {
+  hvds_pset_t* s;
+  hvds_response_t* r;
+  hvds_entry_t* e;          /* NULL on a rank that joined */
+  hvds_sparse_layout_t lay; /* from the response: identical on every rank */
+  int32_t format;           /* HVDS_SPARSE_COO, _ROWS or HVDS_SPARSE_DETECT */
+  hvds_sparse_algo_t forced;
+  hvds_sparse_stats_t st;
+  double t0, t1; /* monotonic seconds around the collective */
+} job_t;
+
+/* ---- checks at the set's rank 0 ---- */
+
+static const char* format_text(int32_t f) {
+  return f == HVDS_SPARSE_COO    ? "a COO"
+         : f == HVDS_SPARSE_ROWS ? "a ROWS"
+                                 : "a dense (sparse_detect)";
+}
+
+static int64_t numel_from(const hvds_request_t* a, int32_t first) {
+  int64_t n = 1;
+  for (int32_t d = first; d < a->ndim; d++) n *= a->shape[d];
+  return n;
+}
+
+/* A request's own sparse parameters. */
+static int validate_one(const hvds_request_t* a, char* err, size_t len) {
+  if (a->nextra != HVDS_SPARSE_META_COUNT || a->extra == NULL)
+    return snprintf(err, len, "Malformed SPARSE_ALLREDUCE request: %d sparse parameters.",
+                    a->nextra);
+  int32_t f = a->extra[HVDS_SPARSE_META_FORMAT], idx = a->extra[HVDS_SPARSE_META_INDEX];
+  int32_t algo = a->extra[HVDS_SPARSE_META_ALGO];
+  if ((f != HVDS_SPARSE_COO && f != HVDS_SPARSE_ROWS && f != HVDS_SPARSE_DETECT) ||
+      (idx != HVDS_INT32 && idx != HVDS_INT64) || algo < 0 || algo >= HVDS_SPARSE_ALGO_COUNT ||
+      (f != HVDS_SPARSE_COO && a->ndim < 1))
+    return snprintf(err, len,
+                    "Invalid SPARSE_ALLREDUCE parameters: format %d, index type %d, algorithm %d, "
+                    "dense rank %d.",
+                    f, idx, algo, a->ndim);
+  return 0;
+}
+
+int hvds__sparse_validate(const hvds_request_t* a, const hvds_request_t* b, char* err, size_t len) {
+  if (b == NULL) return validate_one(a, err, len);
+  int n = validate_one(b, err, len);
+  if (n > 0 || validate_one(a, err, len) > 0) return n;  // a's own problem is reported later
+  const int32_t *x = a->extra, *y = b->extra;
+  if (x[HVDS_SPARSE_META_FORMAT] != y[HVDS_SPARSE_META_FORMAT])
+    return snprintf(err, len,
+                    "Mismatched sparse formats: One rank sent %s tensor, but another rank sent "
+                    "%s tensor.",
+                    format_text(x[HVDS_SPARSE_META_FORMAT]),
+                    format_text(y[HVDS_SPARSE_META_FORMAT]));
+  if (x[HVDS_SPARSE_META_INDEX] != y[HVDS_SPARSE_META_INDEX])
+    return snprintf(err, len,
+                    "Mismatched sparse index types: One rank sent indices of type %s, but another "
+                    "rank sent indices of type %s.",
+                    hvds_dtype_name((hvds_dtype_t)x[HVDS_SPARSE_META_INDEX]),
+                    hvds_dtype_name((hvds_dtype_t)y[HVDS_SPARSE_META_INDEX]));
+  if (x[HVDS_SPARSE_META_ALGO] != y[HVDS_SPARSE_META_ALGO])
+    return snprintf(err, len,
+                    "Mismatched sparse allreduce algorithms: One rank asked for %s, but another "
+                    "rank asked for %s.",
+                    hvds__sparse_algo_name((hvds_sparse_algo_t)x[HVDS_SPARSE_META_ALGO]),
+                    hvds__sparse_algo_name((hvds_sparse_algo_t)y[HVDS_SPARSE_META_ALGO]));
+  return 0;
+}
+
+int hvds__sparse_response_fill(hvds_response_t* out, const hvds_request_t* a) {
+  int32_t f = a->extra[HVDS_SPARSE_META_FORMAT];
+  int rows = f == HVDS_SPARSE_ROWS || (f == HVDS_SPARSE_DETECT && a->ndim >= 2);
+  int64_t dim = rows ? a->shape[0] : numel_from(a, 0), row = rows ? numel_from(a, 1) : 1;
+  if (hvds__response_add_size(out, dim) != 0 || hvds__response_add_size(out, row) != 0) return -1;
+  out->extra = malloc(HVDS_SPARSE_META_COUNT * sizeof(int32_t));
+  if (out->extra == NULL) return -1;
+  memcpy(out->extra, a->extra, HVDS_SPARSE_META_COUNT * sizeof(int32_t));
+  out->nextra = HVDS_SPARSE_META_COUNT;
+  return 0;
+}
+
+/* ---- statistics, timeline, log ---- */
+
+void hvds__sparse_out_free(hvds_sparse_out_t* o) {
+  if (o == NULL) return;
+  free(o->owned);
+  free(o);
+}
+
+/* The cost model's view of the agreed counts: every algorithm's time and its pick. */
+static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
+  hvds_sparse_stats_t* st = &j->st;
+  hvds_sparse_net_t net = {rt.net_alpha, rt.net_beta};
+  hvds_sparse_problem_t x = {j->s->n,
+                             (double)j->lay.dim,
+                             (double)j->lay.row,
+                             (double)hvds__dtype_bytes(j->lay.dtype),
+                             (double)hvds__sparse_idx_bytes(&j->lay),
+                             (double)max_nnz,
+                             -1.0};
+  double costs[HVDS_SPARSE_ALGO_COUNT];
+  hvds_sparse_algo_t pick = hvds__sparse_select(&x, &net, costs);
+  for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) st->costs[a] = costs[a];
+  st->algorithm = ran;
+  st->auto_pick = pick;
+  st->algorithm_name = hvds__sparse_algo_name(ran);
+  st->auto_name = hvds__sparse_algo_name(pick);
+  st->predicted_s = costs[ran];
+  st->dim = (int64_t)j->lay.dim;
+  st->row = (int64_t)j->lay.row;
+  st->max_nnz = max_nnz;
+  st->density = j->lay.dim > 0 ? (double)max_nnz / (double)j->lay.dim : 0;
+  st->alpha = rt.net_alpha;
+  st->beta = rt.net_beta;
+  st->detect = j->format == HVDS_SPARSE_DETECT;
+}
+
+/* The activity SPARSE_<ALGORITHM> with what the model knew, and the debug line. */
+static void report(job_t* j) {
+  const hvds_sparse_stats_t* st = &j->st;
+  const char* name = j->r->names[0];
+  double* c = (double*)st->costs;
+  HVDS_DEBUG(
+      "sparse allreduce '%s': %s (cost model picks %s) on %d ranks, dim %lld x %lld, "
+      "density %.4f%% (entries max %lld, total %lld), predicted %.3f ms, took %.3f ms; "
+      "model ms: dense %.3f allgather %.3f ssar_recursive_doubling %.3f "
+      "ssar_split_allgather %.3f dsar_split_allgather %.3f zen %.3f; ZEN imbalance push "
+      "%.2f pull %.2f",
+      name, st->algorithm_name, st->auto_name, j->s->n, (long long)st->dim, (long long)st->row,
+      st->density * 100, (long long)st->max_nnz, (long long)st->total_nnz, st->predicted_s * 1e3,
+      st->measured_s * 1e3, c[HVDS_SPARSE_DENSE] * 1e3, c[HVDS_SPARSE_ALLGATHER] * 1e3,
+      c[HVDS_SPARSE_SSAR_RD] * 1e3, c[HVDS_SPARSE_SSAR_SAG] * 1e3, c[HVDS_SPARSE_DSAR] * 1e3,
+      c[HVDS_SPARSE_ZEN] * 1e3, st->push_imbalance, st->pull_imbalance);
+  if (!rt.timeline) return;
+  char activity[64] = "SPARSE_";
+  for (size_t i = 0; st->algorithm_name[i] && i + 8 < sizeof activity; i++)
+    activity[7 + i] = (char)toupper((unsigned char)st->algorithm_name[i]);
+  char args[512];
+  snprintf(args, sizeof args,
+           "{\"algorithm\":\"%s\",\"auto_pick\":\"%s\",\"density\":%.6g,\"max_nnz\":%lld,"
+           "\"total_nnz\":%lld,\"result_nnz\":%lld,\"predicted_ms\":%.6g,\"push_imbalance\":%.3g,"
+           "\"pull_imbalance\":%.3g,\"alpha_us\":%.4g,\"gbytes_per_s\":%.4g}",
+           st->algorithm_name, st->auto_name, st->density, (long long)st->max_nnz,
+           (long long)st->total_nnz, (long long)st->result_nnz, st->predicted_s * 1e3,
+           st->push_imbalance, st->pull_imbalance, st->alpha * 1e6,
+           st->beta > 0 ? 1e-9 / st->beta : 0.0);
+  hvds__timeline_activity_span(rt.timeline, name, activity, j->t0, j->t1, args);
+}
+
+static void timeline_start(job_t* j) {
+  if (!rt.timeline) return;
+  static const char* const formats[] = {"COO", "ROWS", "DENSE_DETECT"};
+  char args[160];
+  snprintf(args, sizeof args, "{\"format\":\"%s\",\"dim\":%zu,\"row\":%zu}", formats[j->format],
+           j->lay.dim, j->lay.row);
+  hvds__tl_start(j->r, args);
+}
+
+/* ---- results ---- */
+
+/* Attaches o to the entry's handle (replacing an earlier one of a grouped detect). */
+static void attach(hvds_entry_t* e, hvds_sparse_out_t* o) {
+  pthread_mutex_lock(&rt.hmu);
+  hvds_sparse_out_t* old = e->handle->sparse;
+  e->handle->sparse = o;
+  pthread_mutex_unlock(&rt.hmu);
+  hvds__sparse_out_free(old);
+}
+
+/* Copies the sparse result into memory from the caller's allocator: indices then values (values
+ * only when dense). Returns 0, or -1 when the allocator returned NULL. */
+static int copy_to_alloc(job_t* j, const hvds_sparse_result_t* res, hvds_sparse_out_t* o) {
+  hvds_entry_t* e = j->e;
+  const hvds_sparse_layout_t* lay = &j->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), isz = hvds__sparse_idx_bytes(lay);
+  int64_t shape[HVDS_MAX_DIMS];
+  memcpy(shape, e->input.shape, sizeof shape);
+  int32_t ndim = e->input.ndim;
+  if (!res->is_dense) {
+    int64_t n = (int64_t)res->nnz;
+    o->indices = e->alloc(e->alloc_ctx, lay->index_dtype, 1, &n, res->nnz * isz);
+    if (o->indices == NULL) return -1;
+    if (res->nnz) memcpy(o->indices, res->indices, res->nnz * isz);
+    shape[0] = n;  // ROWS: nnz rows of the dense row shape; COO: nnz elements
+    if (j->format == HVDS_SPARSE_COO) ndim = 1;
+  }
+  o->values = e->alloc(e->alloc_ctx, lay->dtype, ndim, shape, res->nnz * rb);
+  if (o->values == NULL) return -1;
+  if (res->nnz) memcpy(o->values, res->values, res->nnz * rb);
+  return 0;
+}
+
+/* Hands the finished result to the handle (or drops it on a joined rank) and completes the
+ * entry. Consumes res. */
+static void deliver(job_t* j, hvds_sparse_result_t* res, hvds_exec_t* x) {
+  hvds_entry_t* e = j->e;
+  hvds_sparse_out_t* o = e ? calloc(1, sizeof(*o)) : NULL;
+  hvds_result_t status = HVDS_SUCCESS;
+  const char* msg = NULL;
+  if (e != NULL && o == NULL) {
+    status = HVDS_SYSTEM_ERROR;
+    msg = "sparse allreduce: out of memory";
+  } else if (e != NULL) {
+    o->stats = j->st;
+    o->has_result = j->format != HVDS_SPARSE_DETECT;
+    if (e->sparse_dense_out) {
+      o->is_dense = 1;
+      o->nnz = (int64_t)j->lay.dim;
+      o->values = e->output.data;
+    } else if (e->alloc != NULL) {
+      o->is_dense = res->is_dense;
+      o->nnz = (int64_t)res->nnz;
+      if (copy_to_alloc(j, res, o) != 0) {
+        status = HVDS_SYSTEM_ERROR;
+        msg = "sparse allreduce: the output allocator returned NULL";
+      }
+    } else {  // runtime-owned: the result's own memory, no copy
+      o->is_dense = res->is_dense;
+      o->nnz = (int64_t)res->nnz;
+      o->indices = res->indices;
+      o->values = res->values;
+      o->owned = res->owned;
+      res->owned = NULL;
+    }
+  }
+  hvds__sparse_result_free(res);
+  hvds__tl_end(j->r, x);
+  if (e == NULL) return;
+  if (status == HVDS_SUCCESS)
+    attach(e, o);
+  else
+    hvds__sparse_out_free(o);
+  hvds__entry_finish(e, status, msg);
+  x->entries[0] = NULL;
+}
+
+/* Multiplies the result by factor (prescale * postscale: both are linear in a sum). */
+static void scale_result(job_t* j, hvds_sparse_result_t* res, double factor) {
+  if (factor == 1.0) return;
+  if (res->dense_out != NULL)
+    hvds__scale(res->dense_out, j->lay.dim * j->lay.row, j->lay.dtype, factor);
+  else if (res->values != NULL)
+    hvds__scale(res->values, res->nnz * j->lay.row, j->lay.dtype, factor);
+}
+
+/* After a failed collective: an error every rank got alike (arguments, inputs, disagreement)
+ * fails this tensor only; anything else is the communicator's and ends the runtime. */
+static hvds_result_t failed(job_t* j, hvds_result_t rc, hvds_exec_t* x) {
+  if (rc != HVDS_INVALID_ARGUMENT && rc != HVDS_NOT_SUPPORTED && rc != HVDS_PRECONDITION_ERROR)
+    return rc;
+  char msg[1024];
+  if (j->s->id == 0)
+    snprintf(msg, sizeof msg, "%s [tensor: %s]", j->s->comm->error, j->r->names[0]);
+  else
+    snprintf(msg, sizeof msg, "%s [tensor: %s; ranks of process set %d]", j->s->comm->error,
+             j->r->names[0], j->s->id);
+  HVDS_DEBUG("%s", msg);
+  hvds__tl_end(j->r, x);
+  if (j->e == NULL) return HVDS_SUCCESS;
+  hvds__entry_finish(j->e, rc, msg);
+  x->entries[0] = NULL;
+  return HVDS_SUCCESS;
+}
+
+static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
+  hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
+  o.tag = hvds__next_tag(j->s);
+  o.algorithm = algo;
+  o.net.alpha = rt.net_alpha;
+  o.net.beta = rt.net_beta;
+  o.zen_seed = rt.zen_seed;
+  return o;
+}
+
+/* Runs hvds__sparse_allreduce on the given entries; statistics, scaling and timeline after. */
+static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* idx, const void* val,
+                                size_t nnz, void* dense_out, double factor, hvds_exec_t* x) {
+  hvds_sparse_result_t res = {.dense_out = dense_out};
+  hvds_sparse_opts_t o = sparse_opts(j, algo);
+  hvds_reduce_op_t op = (hvds_reduce_op_t)j->r->reduce_op;
+  j->t0 = hvds__now();
+  hvds_result_t rc = hvds__sparse_allreduce(j->s->comm, &j->lay, idx, val, nnz, op, &o, &res);
+  j->t1 = hvds__now();
+  if (rc != HVDS_SUCCESS) {
+    hvds__sparse_result_free(&res);
+    return failed(j, rc, x);
+  }
+  model(j, res.algorithm, (int64_t)res.max_nnz);
+  j->st.total_nnz = (int64_t)res.total_nnz;
+  j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
+  j->st.push_imbalance = res.push_imbalance;
+  j->st.pull_imbalance = res.pull_imbalance;
+  j->st.measured_s = j->t1 - j->t0;
+  scale_result(j, &res, factor);
+  report(j);
+  deliver(j, &res, x);
+  return HVDS_SUCCESS;
+}
+
+/* ---- sparse_detect ---- */
+
+static int row_is_zero(const unsigned char* p, size_t rb) {
+  size_t i = 0;
+  for (; i + 8 <= rb; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    if (w != 0) return 0;
+  }
+  for (; i < rb; i++)
+    if (p[i] != 0) return 0;
+  return 1;
+}
+
+/* Rows of the dense input with a bit set (-0.0 counts: it is sent, the sum stays right). */
+static size_t count_rows(const job_t* j) {
+  size_t rb = hvds__sparse_row_bytes(&j->lay), k = 0;
+  const unsigned char* p = j->e->input.data;
+  for (size_t i = 0; i < j->lay.dim; i++) k += !row_is_zero(p + i * rb, rb);
+  return k;
+}
+
+/* The non-zero rows as entries, prescaled. On failure the buffers stay NULL: the sparse
+ * allreduce then fails on every rank (a NULL input with entries), so no rank is left waiting. */
+static void extract(job_t* j, size_t k, void** idx, void** val) {
+  const hvds_sparse_layout_t* lay = &j->lay;
+  size_t rb = hvds__sparse_row_bytes(lay), isz = hvds__sparse_idx_bytes(lay), n = 0;
+  *idx = malloc(k * isz + 1);
+  *val = malloc(k * rb + 1);
+  if (*idx == NULL || *val == NULL) {
+    free(*idx);
+    free(*val);
+    *idx = *val = NULL;
+    return;
+  }
+  const unsigned char* p = j->e->input.data;
+  for (size_t i = 0; i < lay->dim && n < k; i++) {
+    if (row_is_zero(p + i * rb, rb)) continue;
+    hvds__sparse_idx_set(lay, *idx, n, (int64_t)i);
+    memcpy((char*)*val + n * rb, p + i * rb, rb);
+    n++;
+  }
+  hvds__scale(*val, k * lay->row, lay->dtype, j->r->prescale);
+}
+
+/* The plain dense allreduce in the output (scratch zeros on a joined rank). */
+static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
+  hvds_pset_t* s = j->s;
+  hvds_response_t* r = j->r;
+  size_t n = j->lay.dim * j->lay.row, bytes = n * hvds__dtype_bytes(j->lay.dtype);
+  void* buf = j->e ? j->e->output.data : hvds__fusion_buffer(bytes);
+  if (buf == NULL) return hvds__coll_nomem(s->comm, "sparse_detect allreduce");
+  if (j->e == NULL)
+    memset(buf, 0, bytes);
+  else if (buf != j->e->input.data && bytes)
+    memcpy(buf, j->e->input.data, bytes);
+  hvds__scale(buf, n, j->lay.dtype, r->prescale);
+  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt.allreduce_algo,
+                        hvds__ring_chunk(bytes, s->n), 0};
+  if (rt.rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt.rhd_max_bytes;
+  j->t0 = hvds__now();
+  hvds_result_t rc = hvds__allreduce(s->comm, buf, n, j->lay.dtype, HVDS_SUM, &o);
+  j->t1 = hvds__now();
+  if (rc != HVDS_SUCCESS) return rc;
+  hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
+  j->st.measured_s = j->t1 - j->t0;
+  j->st.total_nnz = -1;  // not exchanged on this path
+  j->st.result_nnz = -1;
+  report(j);
+  hvds_sparse_result_t none = {0};
+  deliver(j, &none, x);
+  return HVDS_SUCCESS;
+}
+
+/* Counts, agrees on the largest count, lets the model choose, runs dense or sparse. */
+static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
+  int64_t k = j->e ? (int64_t)count_rows(j) : 0, kmax = k;
+  hvds_coll_opts_t co = {hvds__next_tag(j->s), HVDS_ALGO_AUTO, 0, 0};
+  hvds_result_t rc = hvds__allreduce(j->s->comm, &kmax, 1, HVDS_INT64, HVDS_MAX, &co);
+  if (rc != HVDS_SUCCESS) return rc;
+  model(j, HVDS_SPARSE_DENSE, kmax);
+  hvds_sparse_algo_t algo = j->forced != HVDS_SPARSE_AUTO ? j->forced
+                            : j->s->n == 1                ? HVDS_SPARSE_DENSE
+                                                          : (hvds_sparse_algo_t)j->st.auto_pick;
+  if (algo == HVDS_SPARSE_DENSE) return detect_dense(j, x);
+  void *idx = NULL, *val = NULL;
+  if (j->e != NULL && k > 0) extract(j, (size_t)k, &idx, &val);
+  rc =
+      run_sparse(j, algo, idx, val, (size_t)k, j->e ? j->e->output.data : NULL, j->r->postscale, x);
+  free(idx);
+  free(val);
+  return rc;
+}
+
+/* ---- entry point ---- */
+
+hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  job_t j = {.s = s, .r = r, .e = x->entries[0]};
+  if (r->nsizes < 2 || r->nextra < HVDS_SPARSE_META_COUNT || r->sizes[0] < 0 || r->sizes[1] < 0 ||
+      r->extra[HVDS_SPARSE_META_FORMAT] < 0 || r->extra[HVDS_SPARSE_META_FORMAT] > 2) {
+    if (j.e) hvds__entry_finish(j.e, HVDS_INTERNAL_ERROR, "malformed sparse allreduce response");
+    x->entries[0] = NULL;
+    return HVDS_SUCCESS;
+  }
+  j.lay = (hvds_sparse_layout_t){(size_t)r->sizes[0], (size_t)r->sizes[1], (hvds_dtype_t)r->dtype,
+                                 (hvds_dtype_t)r->extra[HVDS_SPARSE_META_INDEX]};
+  j.format = r->extra[HVDS_SPARSE_META_FORMAT];
+  j.forced = (hvds_sparse_algo_t)r->extra[HVDS_SPARSE_META_ALGO];
+  timeline_start(&j);
+  if (j.format == HVDS_SPARSE_DETECT) return run_detect(&j, x);
+  hvds_entry_t* e = j.e;
+  return run_sparse(&j, j.forced, e ? e->sparse.indices : NULL, e ? e->sparse.values : NULL,
+                    e ? (size_t)e->sparse.nnz : 0, e && e->sparse_dense_out ? e->output.data : NULL,
+                    r->prescale * r->postscale, x);
+}

@@ -1,0 +1,39 @@
+/* The network as the sparse cost model sees it, measured once at init, and the other values the
+ * sparse allreduce needs identical on every rank (ZEN's hash key). */
+#ifndef HVDS_NET_PROBE_H_
+#define HVDS_NET_PROBE_H_
+
+#include <stdint.h>
+
+#include "include/hvdsparse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct hvds_p2p;
+
+/* Collective over world (every rank calls it, before the coordinator starts). Rank 0 ping-pongs
+ * with the last rank (on another host whenever the ranks span hosts, as the launchers number
+ * them): small messages give alpha (seconds per message, half the median round trip), 1 MiB
+ * messages give beta (seconds per byte). HVDSPARSE_NET_ALPHA_US and HVDSPARSE_NET_GBPS replace
+ * the measurement (rank 0's settings; both set: nothing is measured). Rank 0's values are
+ * broadcast, so *alpha and *beta are identical on every rank. A single rank measures nothing:
+ * the overrides or the cost model's defaults. Blocks for a few round trips; fails only when the
+ * communicator does (world->error says why). */
+hvds_result_t hvds__net_probe(struct hvds_p2p* world, double* alpha /* OUT */,
+                              double* beta /* OUT */);
+
+/* Collective over world: rank 0 draws a random 64-bit key (never 0) and broadcasts it, so every
+ * rank passes the same ZEN seed. */
+hvds_result_t hvds__sparse_agree_seed(struct hvds_p2p* world, uint64_t* seed /* OUT */);
+
+/* Init step: the probe and the seed into the runtime singleton, and the sparse knobs
+ * (HVDSPARSE_SPARSE_ALGORITHM, _SPARSE_DETECT). On failure records the message for
+ * hvds_last_error(). */
+hvds_result_t hvds__sparse_runtime_init(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_NET_PROBE_H_ */

@@ -1,0 +1,200 @@
+// Sparse allreduce through the runtime: `hvdsparse run -np N sparse_worker SCENARIO` over the
+// TCP transport on loopback. Every run has a deadline; on expiry the launcher's process group
+// (ours alone) is killed, so a hang fails the test.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+struct RunResult {
+  int status = -1;     // exit code, or -1 if killed by the deadline
+  std::string output;  // stdout and stderr interleaved
+  double seconds = 0;
+};
+
+RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     int timeout_s) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  RunResult r;
+  char buf[65536];
+  bool timed_out = false;
+  for (;;) {
+    double left =
+        timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int n = poll(&p, 1, (int)(left * 1000) + 1);
+    if (n <= 0) continue;
+    ssize_t got = read(fds[0], buf, sizeof(buf));
+    if (got <= 0) break;
+    r.output.append(buf, (size_t)got);
+  }
+  if (timed_out) kill(-pid, SIGKILL);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  close(fds[0]);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.status = timed_out ? -1 : (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  return r;
+}
+
+int Count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
+  return n;
+}
+
+RunResult RunScenario(int np, const std::string& scenario, std::vector<std::string> env = {},
+                      int timeout_s = 180) {
+  return RunCommand({HVDS_LAUNCHER, "run", "-np", std::to_string(np), HVDS_WORKER, scenario}, env,
+                    timeout_s);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class SparseRtScenarios : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+// Every scenario at np 1..4: COO and ROWS, int32 and int64 indices, sparse and dense outputs,
+// Sum and Average, every algorithm, against each rank's own reference sum; errors on every rank.
+TEST_P(SparseRtScenarios, PassOnEveryRank) {
+  int np = std::get<0>(GetParam());
+  std::string scenario = std::get<1>(GetParam());
+  // A fixed network makes the cost model's choices the same on every machine.
+  RunResult r = RunScenario(np, scenario, {"HVDSPARSE_NET_ALPHA_US=20", "HVDSPARSE_NET_GBPS=10"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS " + scenario), np) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Np, SparseRtScenarios,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values("basic", "alloc", "errors", "detect",
+                                                              "process_sets", "join")),
+                         [](const auto& info) {
+                           return std::string(std::get<1>(info.param)) + "_np" +
+                                  std::to_string(std::get<0>(info.param));
+                         });
+
+// Errors name the tensor on every rank, and the messages agree across ranks.
+TEST(SparseRtErrors, SameMessageOnEveryRank) {
+  RunResult r = RunScenario(3, "errors");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output,
+                  "Mismatched SPARSE_ALLREDUCE tensor shapes: One rank sent a tensor of "
+                  "shape [100], but another rank sent a tensor of shape [101]. "
+                  "[tensor: err.shape; ranks 0 and 2]"),
+            3)
+      << r.output;
+  EXPECT_EQ(Count(r.output,
+                  "err.bad.zen: sparse allreduce: index 100 (position 1) on rank 2 is "
+                  "outside the dense shape [0, 100)"),
+            3)
+      << r.output;
+}
+
+// HVDSPARSE_SPARSE_DETECT=1 is the default of options that leave sparse_detect at -1.
+TEST(SparseRtDetect, KnobSetsTheDefault) {
+  RunResult r = RunScenario(
+      3, "detect_env",
+      {"HVDSPARSE_SPARSE_DETECT=1", "HVDSPARSE_NET_ALPHA_US=20", "HVDSPARSE_NET_GBPS=10"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS detect_env"), 3) << r.output;
+}
+
+// The algorithm knob forces what the call leaves open; the debug log shows the choice and costs.
+TEST(SparseRtKnobs, AlgorithmKnobAndDebugLog) {
+  RunResult r = RunScenario(
+      2, "net", {"HVDSPARSE_SPARSE_ALGORITHM=ssar_split_allgather", "HVDSPARSE_LOG_LEVEL=DEBUG"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "sparse allreduce 'net': ssar_split_allgather (cost model picks"), 2)
+      << r.output;
+  EXPECT_NE(r.output.find("ZEN imbalance push"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("network for the sparse cost model: alpha"), std::string::npos)
+      << r.output;
+}
+
+// The network measured at init is rank 0's on every rank; the knobs replace it.
+TEST(SparseRtNet, MeasuredValuesAgreeAndKnobsOverride) {
+  RunResult r = RunScenario(4, "net");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::set<std::string> lines;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("NET alpha=") != std::string::npos)
+      lines.insert(line.substr(line.find("NET alpha=")));
+  EXPECT_EQ(Count(r.output, "NET alpha="), 4) << r.output;
+  EXPECT_EQ(lines.size(), 1u) << r.output;
+  r = RunScenario(2, "net", {"HVDSPARSE_NET_ALPHA_US=20", "HVDSPARSE_NET_GBPS=10"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  char want[128];
+  std::snprintf(want, sizeof want, "NET alpha=%a beta=%a", 20 * 1e-6, 8.0 / (10 * 1e9));
+  EXPECT_EQ(Count(r.output, want), 2) << r.output;
+}
+
+// The timeline shows the negotiation, the operation and the algorithm as an activity with the
+// model's view, and stays valid JSON.
+TEST(SparseRtTimeline, AlgorithmActivityWithArgs) {
+  char path[] = "/tmp/hvds_sparse_timeline_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  RunResult r = RunScenario(2, "timeline", {std::string("HVDSPARSE_TIMELINE=") + path});
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::string text = ReadFile(path);
+  for (const char* want :
+       {"NEGOTIATE_SPARSE_ALLREDUCE", "\"SPARSE_ALLREDUCE\"", "\"SPARSE_ZEN\"", "\"predicted_ms\"",
+        "\"density\"", "\"auto_pick\"", "DENSE_DETECT", "\"ph\":\"X\"", "tl.auto", "detect.tl"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  RunResult v = RunCommand(
+      {"/usr/bin/python3", "-c", std::string("import json; json.load(open('") + path + "'))"}, {},
+      60);
+  EXPECT_EQ(v.status, 0) << v.output;
+  unlink(path);
+}
+
+// Over Gloo's pairs as well as the default transport.
+TEST(SparseRtTransports, GlooPairs) {
+  RunResult r = RunScenario(3, "basic", {"HVDSPARSE_TRANSPORT=gloo"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS basic"), 3) << r.output;
+}
+
+}  // namespace
