@@ -211,11 +211,15 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
   if (es == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
   int32_t made = 0;
   char name[1024];
+  size_t len = strlen(o->name);
   for (; made < n; made++) {
-    if (n > 1)
+    if (n > 1) {
       snprintf(name, sizeof(name), "%s_%dof%d", o->name, made + 1, n);
-    else
-      snprintf(name, sizeof(name), "%s", o->name);
+    } else { /* the common case, without a format on the hot path */
+      if (len >= sizeof(name)) len = sizeof(name) - 1;
+      memcpy(name, o->name, len);
+      name[len] = '\0';
+    }
     rc = check_tensor(&inputs[made], name);
     if (rc == HVDS_SUCCESS && outputs) rc = check_tensor(&outputs[made], name);
     if (rc != HVDS_SUCCESS) break;

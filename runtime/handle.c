@@ -14,9 +14,7 @@
 static void record_free(hvds_handle_rec_t* h) {
   if (h == NULL) return;
   for (int32_t i = 0; i < h->n; i++) free(h->owned[i]);
-  free(h->owned);
-  free(h->outputs);
-  free(h->recv_splits);
+  free(h->recv_splits); /* outputs and owned live in h's own allocation */
   free(h->message);
   hvds__sparse_out_free(h->sparse);
   free(h);
@@ -44,18 +42,16 @@ static int grow_locked(void) {
 }
 
 hvds_handle_rec_t* hvds__handle_create(int32_t n) {
-  hvds_handle_rec_t* h = calloc(1, sizeof(*h));
+  /* One allocation: the record, then its outputs and owned arrays. */
+  size_t slots = (size_t)(n > 0 ? n : 1);
+  hvds_handle_rec_t* h = calloc(1, sizeof(*h) + slots * (sizeof(hvds_tensor_t) + sizeof(void*)));
   if (h == NULL) return NULL;
   h->n = n;
   h->remaining = n;
   h->join_rank = -1;
   h->result_int = -1;
-  h->outputs = calloc((size_t)(n > 0 ? n : 1), sizeof(hvds_tensor_t));
-  h->owned = calloc((size_t)(n > 0 ? n : 1), sizeof(void*));
-  if (h->outputs == NULL || h->owned == NULL) {
-    record_free(h);
-    return NULL;
-  }
+  h->outputs = (hvds_tensor_t*)(h + 1);
+  h->owned = (void**)(h->outputs + slots);
   pthread_mutex_lock(&rt.hmu);
   if (rt.nfree == 0 && grow_locked() != 0) {
     pthread_mutex_unlock(&rt.hmu);
