@@ -101,3 +101,11 @@ test-tsan: deps
 	  CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=RelWithDebInfo -DHVDS_TSAN=ON"
 	cd build-tsan && TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" \
 	  ctest --output-on-failure --timeout 600 -E '^python_'
+
+# GPU tests (test/gpu/, docs/gpu.md): builds the CUDA kernels and the NCCL backend in $(BUILD),
+# checks every kernel against the CPU implementation in ops/ and the NCCL collectives, and
+# prints the allreduce bus bandwidth of our path next to ncclAllReduce. Needs a GPU; `make test`
+# never runs these (they are not registered with ctest).
+.PHONY: test-gpu
+test-gpu: deps
+	CMAKE_FLAGS="$(CMAKE_FLAGS)" test/gpu/run.sh $(BUILD)

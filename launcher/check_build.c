@@ -27,6 +27,17 @@
 #else
 #define HAVE_HWLOC 0
 #endif
+/* What this build compiled: the CUDA kernels (cuda/) and the NCCL backend (ops/nccl/). */
+#ifdef HVDS_BUILD_CUDA
+#define BUILT_CUDA 1
+#else
+#define BUILT_CUDA 0
+#endif
+#ifdef HVDS_BUILD_NCCL
+#define BUILT_NCCL 1
+#else
+#define BUILT_NCCL 0
+#endif
 
 /* 1 when `python3 -c 'import <module>'` succeeds in a worker's environment (output discarded). */
 static int python_imports(const char* module) {
@@ -67,11 +78,16 @@ int hvds__launcher_check_build(void) {
   printf("Available Frameworks:\n    %s TensorFlow\n    %s PyTorch\n    [ ] MXNet\n\n", mark(tf),
          mark(torch));
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
-  /* The NCCL backend and the CUDA kernels are not part of the runtime yet, whatever the machine
-   * has installed (HAVE_NCCL/HAVE_CUDA say only that the toolkits were found). */
+  /* NCCL counts as a tensor operation once the runtime runs device tensors through it; until
+   * then the built kernels and backend are listed as components only (docs/gpu.md). */
   printf("Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
          "    [X] Gloo\n\n");
-  printf("Available Components:\n    [ ] CUDA kernels (toolkit %s)\n    %s hwloc topology\n",
-         HAVE_CUDA && HAVE_NCCL ? "and NCCL found" : "not found", mark(HAVE_HWLOC));
+  printf("Available Components:\n    %s CUDA kernels (%s)\n    %s NCCL backend (%s)\n"
+         "    %s hwloc topology\n",
+         mark(BUILT_CUDA), BUILT_CUDA ? "built; not yet used by the runtime"
+                           : HAVE_CUDA ? "toolkit found; off or no nvcc" : "toolkit not found",
+         mark(BUILT_NCCL), BUILT_NCCL ? "built; not yet used by the runtime"
+                           : HAVE_NCCL ? "NCCL found; needs the CUDA kernels" : "NCCL not found",
+         mark(HAVE_HWLOC));
   return 0;
 }

@@ -1,0 +1,66 @@
+/* ZEN's keyed permutation (ops/sparse/zen_hash.h) for host and device: the per-element functions
+ * of ops/sparse/zen_hash.c, written once for both sides (hvds_hostdev.h).
+ *
+ * The key schedule stays in ops/sparse: the caller fills an hvds_zen_hash_t with
+ * hvds__zen_hash_init() on the CPU and hands the struct to the kernels by value. These functions
+ * must equal hvds__zen_hash(), hvds__zen_hash_inv() and hvds__zen_owner() for every input;
+ * test/cuda_host/ checks that against ops/sparse/zen_hash.c (the definition is replicated, not
+ * shared, because ops/sparse/ is owned elsewhere; the next step is for zen_hash.c to include
+ * this header and wrap these functions, leaving one definition).
+ */
+#ifndef HVDS_CUDA_ZEN_HASH_SHARED_H_
+#define HVDS_CUDA_ZEN_HASH_SHARED_H_
+
+#include "../ops/sparse/zen_hash.h"
+#include "hvds_hostdev.h"
+
+/* splitmix64's finalizer: a fast bijective 64-bit mixer. */
+HVDS_HD uint64_t hvds_hd_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* One pass of the 4-round Feistel network over the 2 * half bit domain, and its inverse. */
+HVDS_HD uint64_t hvds_hd_feistel(const hvds_zen_hash_t* h, uint64_t x) {
+  uint64_t l = x >> h->half, r = x & h->mask;
+  for (int i = 0; i < 4; i++) {
+    uint64_t t = l ^ (hvds_hd_mix64(r ^ h->key[i]) & h->mask);
+    l = r;
+    r = t;
+  }
+  return (l << h->half) | r;
+}
+
+HVDS_HD uint64_t hvds_hd_feistel_inv(const hvds_zen_hash_t* h, uint64_t y) {
+  uint64_t l = y >> h->half, r = y & h->mask;
+  for (int i = 3; i >= 0; i--) {
+    uint64_t t = r ^ (hvds_hd_mix64(l ^ h->key[i]) & h->mask);
+    r = l;
+    l = t;
+  }
+  return (l << h->half) | r;
+}
+
+/* The permutation of [0, dim) by cycle walking, and its inverse; x, y must be below dim. */
+HVDS_HD uint64_t hvds_hd_zen_hash(const hvds_zen_hash_t* h, uint64_t x) {
+  do x = hvds_hd_feistel(h, x);
+  while (x >= h->dim);
+  return x;
+}
+
+HVDS_HD uint64_t hvds_hd_zen_hash_inv(const hvds_zen_hash_t* h, uint64_t y) {
+  do y = hvds_hd_feistel_inv(h, y);
+  while (y >= h->dim);
+  return y;
+}
+
+/* Owner of hashed position y < dim among P: ceil((y + 1) P / dim) - 1. 64-bit arithmetic when
+ * (y + 1) P fits (the common case; it is exact, and cheaper than 128-bit on the device). */
+HVDS_HD int hvds_hd_zen_owner(uint64_t dim, int P, uint64_t y) {
+  uint64_t p = (uint64_t)(unsigned)P;
+  if (y + 1 <= UINT64_MAX / p) return (int)(((y + 1) * p - 1) / dim);
+  return (int)(((unsigned __int128)(y + 1) * p - 1) / dim);
+}
+
+#endif /* HVDS_CUDA_ZEN_HASH_SHARED_H_ */

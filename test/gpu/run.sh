@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `make test-gpu`: builds and runs the GPU tests and the allreduce bandwidth comparison on this
+# machine's GPU(s) (docs/gpu.md). Usage: test/gpu/run.sh [build dir, default build]
+#   1. cuda_host_test   the kernels' element logic on the CPU (also part of `make test`)
+#   2. gpu_kernels_test every cuda/ kernel against the CPU implementation in ops/
+#   3. gpu_nccl_test    the NCCL backend's collectives, np 1 and np = GPUs when there are two+
+#   4. nccl_allreduce_bench  bus bandwidth of our allreduce path next to ncclAllReduce
+# Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
+# meant to stay under 8 minutes on one GPU with a few cores.
+set -euo pipefail
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+JOBS=${JOBS:-$(nproc)}
+start=$(date +%s)
+
+if command -v nvidia-smi >/dev/null 2>&1; then
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "test-gpu: no GPU here (nvidia-smi -L failed); these tests need one" >&2
+    exit 1
+  fi
+  nvidia-smi -L
+else
+  echo "test-gpu: no nvidia-smi; the tests themselves fail if there is no GPU"
+fi
+
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S "$ROOT" -B "$BUILD" ${CMAKE_FLAGS:--DCMAKE_BUILD_TYPE=RelWithDebInfo} \
+    >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
+fi
+targets="cuda_host_test gpu_kernels_test gpu_nccl_test nccl_allreduce_bench"
+if ! timeout 360 cmake --build "$BUILD" -j "$JOBS" --target $targets; then
+  echo "test-gpu: building $targets in $BUILD failed; CUDA and NCCL must be found at configure" \
+       "time (see the CUDA and NCCL lines of the configure summary)" >&2
+  exit 1
+fi
+echo "test-gpu: built in $(( $(date +%s) - start )) s"
+
+fail=0
+run() {  # run LIMIT NAME ARGS...: one step, its time and result
+  local limit=$1 name=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  echo "=== $name"
+  timeout "$limit" "$BUILD/bin/$name" "$@" && rc=0 || rc=$?
+  echo "=== $name: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")" \
+       "in $(( $(date +%s) - t0 )) s"
+  [ $rc -eq 0 ] || fail=1
+}
+run 60 cuda_host_test --gtest_brief=1
+run 180 gpu_kernels_test --gtest_brief=1
+run 180 gpu_nccl_test --gtest_brief=1
+run 120 nccl_allreduce_bench 256 20
+echo "test-gpu: $([ $fail -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
+exit $fail
