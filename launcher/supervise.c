@@ -99,7 +99,11 @@ typedef struct {
 } state_t;
 
 static void terminate_all(state_t* st, int sig) {
-  for (int i = 0; i < st->sv->np; i++) kill_group(&st->sv->workers[i], sig);
+  for (int i = 0; i < st->sv->np; i++) {
+    kill_group(&st->sv->workers[i], sig);
+    // A stopped worker (SIGSTOP, Ctrl-Z) would hold the signal until SIGKILL: wake it to act.
+    if (sig != SIGKILL) kill_group(&st->sv->workers[i], SIGCONT);
+  }
   if (!st->terminating) st->kill_at = now_ms() + HVDS_GRACE_SECONDS * 1000;
   st->terminating = 1;
 }

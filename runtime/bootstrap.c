@@ -145,6 +145,13 @@ static hvds_result_t connect_world(const char* addr, int port) {
                            "rank %d: unknown HVDSPARSE_TRANSPORT '%s' (tcp or gloo)", rt.rank,
                            transport);
   }
+  // A wait for a peer's address ends early when the store itself went away: say that, not that
+  // the peer never published.
+  const char* lost = rc != HVDS_SUCCESS ? hvds__store_lost(rt.store) : NULL;
+  if (lost != NULL)
+    return hvds__set_error(rc, "rank %d: lost the rendezvous store at %s:%d while waiting for the "
+                           "other ranks: %s (the process serving it, the launcher or rank 0, "
+                           "probably died)", rt.rank, addr, port, lost);
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt.rank,
                            rt.size - 1, err);

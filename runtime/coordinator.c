@@ -12,6 +12,7 @@
 
 #include "cycle.h"
 #include "execute.h"
+#include "fault_cause.h"
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
@@ -83,6 +84,14 @@ static void sleep_on_bell(void) {
     HVDS_DEBUG("doorbell ring failed: %s", w->error); /* the next cycle reports the failure */
 }
 
+/* The global rank of the peer whose failure s's communicator saw first, or -1. */
+static int fault_peer(const hvds_pset_t* s) {
+  if (rt.world && rt.world->failed_peer >= 0) return rt.world->failed_peer;
+  if (s->comm && s->comm->failed_peer >= 0 && s->comm->failed_peer < s->n && s->ranks)
+    return s->ranks[s->comm->failed_peer];
+  return -1;
+}
+
 /* Builds rt.fatal: what this rank saw, plus the first fault any rank reported and the
  * launcher's word on which process exited. */
 void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
@@ -100,12 +109,17 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
       snprintf(key, sizeof(key), "%s/fault", rt.job);
       hvds__store_set(rt.store, key, seen, strlen(seen));
     }
+    /* The rank the failure started at, from every failing rank's report (fault_cause.h). */
+    snprintf(key, sizeof(key), "hvds/%s/failed", rt.job);
+    hvds__fault_root_cause(rt.store, rt.job, rt.generation, rt.rank, rt.size, fault_peer(s), rc,
+                           key, root, sizeof(root));
     /* The launcher records which worker exited; give it a moment to notice (seconds on a
      * loaded machine). */
     void* val = NULL;
     size_t len = 0;
-    snprintf(key, sizeof(key), "hvds/%s/failed", rt.job);
-    if (hvds__store_get(rt.store, key, 2000, &val, &len) == HVDS_SUCCESS) {
+    if (root[0] != '\0') {
+      // found above
+    } else if (hvds__store_get(rt.store, key, 2000, &val, &len) == HVDS_SUCCESS) {
       snprintf(root, sizeof(root), " Root cause: %.*s.", (int)len, (char*)val);
       free(val);
     } else {
@@ -195,6 +209,7 @@ void* hvds__coord_main(void* arg) {
   if (result < 0) {
     /* Make the peers fail now rather than at their timeout. */
     hvds__p2p_abort(rt.world);
+    hvds__p2p_abort(rt.local); /* shared memory: its own segment, its own failure flag */
     hvds__coord_fail_all(HVDS_REMOTE_ERROR, rt.fatal);
   } else {
     hvds__coord_fail_all(HVDS_SHUT_DOWN,

@@ -135,7 +135,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
                              (double)hvds__dtype_bytes(j->lay.dtype),
                              (double)hvds__sparse_idx_bytes(&j->lay),
                              (double)max_nnz,
-                             -1.0};
+                             -1.0,
+                             0};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select(&x, &net, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) st->costs[a] = costs[a];

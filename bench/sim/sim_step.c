@@ -216,7 +216,8 @@ void hvds_sim_bucket_predict(const hvds_sim_net_t* n, const hvds_sim_cfg_t* c,
                              b->val_bytes,
                              b->idx_bytes,
                              b->density * (b->elems / b->row),
-                             b->overlap};
+                             b->overlap,
+                             0};
   hvds_sparse_net_t net = {n->alpha, n->beta};
   out->sparse = hvds__sparse_select(&x, &net, out->sparse_costs);
   // sparse_allreduce.c: the preamble, a halving-doubling allreduce of 6 int64 per rank.

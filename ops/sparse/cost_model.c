@@ -110,12 +110,20 @@ static double cost_ssar_sag(const terms_t* t, const hvds_sparse_problem_t* x) {
   return fold_cost(t, x) + split + gather;
 }
 
-/* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv. */
-static double cost_dsar(const terms_t* t) {
+/* Allgather bytes of one dense range of part indices: full rows, or with quantization bits per
+ * value and a 4-byte scale per 1024 values (ops/quantize.h). */
+static double gather_bytes(const terms_t* t, const hvds_sparse_problem_t* x, double part) {
+  if (x->quant_bits != 2 && x->quant_bits != 4 && x->quant_bits != 8) return part * t->rb;
+  double values = part * x->row;
+  return values * x->quant_bits / 8.0 + values / 1024.0 * 4.0;
+}
+
+/* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv (quantized when asked). */
+static double cost_dsar(const terms_t* t, const hvds_sparse_problem_t* x) {
   double part = t->N / t->P;
   double split =
       2.0 * (t->P - 1) * t->alpha + (t->P - 1) * stream_bytes(t, t->k / t->P, part) * t->beta;
-  double gather = (t->P - 1) * t->alpha + (t->P - 1) * part * t->rb * t->beta;
+  double gather = (t->P - 1) * t->alpha + (t->P - 1) * gather_bytes(t, x, part) * t->beta;
   return split + gather;
 }
 
@@ -148,7 +156,7 @@ double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
     case HVDS_SPARSE_SSAR_SAG:
       return cost_ssar_sag(&t, x);
     case HVDS_SPARSE_DSAR:
-      return cost_dsar(&t);
+      return cost_dsar(&t, x);
     case HVDS_SPARSE_ZEN:
       return cost_zen(&t, x);
     default:

@@ -48,6 +48,8 @@ typedef struct {
   double idx_bytes; /* bytes per index (4 or 8) */
   double nnz;       /* k: the largest number of unique indices on any rank */
   double overlap;   /* pairwise overlap |A n B| / k in [0, 1]; < 0: independent uniform */
+  int quant_bits;   /* DSAR's allgather quantized at 2, 4 or 8 bits per value (plus a float32
+                       scale per 1024 values); 0: full precision */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform

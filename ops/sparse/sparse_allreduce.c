@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "quantize.h"
 #include "reduce.h"
 #include "sparse_internal.h"
 
@@ -21,16 +22,23 @@ enum { S_NNZ, S_STATUS, S_INDEX, S_POSITION, S_SIGNATURE, S_SEED, SLOTS };
 
 /* FNV-1a over what every rank must pass identically. */
 static uint64_t signature(const hvds_sparse_layout_t* lay, hvds_reduce_op_t op,
-                          hvds_sparse_algo_t algo) {
-  uint64_t f[6] = {lay->dim,     lay->row,      (uint64_t)lay->dtype, (uint64_t)lay->index_dtype,
-                   (uint64_t)op, (uint64_t)algo};
+                          hvds_sparse_algo_t algo, int quant_bits) {
+  uint64_t f[7] = {lay->dim,     lay->row,       (uint64_t)lay->dtype, (uint64_t)lay->index_dtype,
+                   (uint64_t)op, (uint64_t)algo, (uint64_t)quant_bits};
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 7; i++)
     for (int b = 0; b < 8; b++) h = (h ^ ((f[i] >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
   return h >> 1;  // stays a positive int64 through the allreduce
 }
 
 static int sum_op(hvds_reduce_op_t op) { return op == HVDS_SUM || op == HVDS_AVERAGE; }
+
+/* The quantization width that applies: o->quant_bits for floating-point values on more than one
+ * rank, else 0 (integers stay exact; one rank moves nothing). */
+static int quant_width(const hvds_p2p_t* p, const hvds_sparse_layout_t* lay,
+                       const hvds_sparse_opts_t* o) {
+  return p->size > 1 && hvds__quant_dtype_ok(lay->dtype) ? o->quant_bits : 0;
+}
 
 /* Checks of arguments that are identical on every rank, so they fail everywhere alike. */
 static hvds_result_t check_call(hvds_p2p_t* p, const hvds_sparse_layout_t* lay, hvds_reduce_op_t op,
@@ -44,6 +52,11 @@ static hvds_result_t check_call(hvds_p2p_t* p, const hvds_sparse_layout_t* lay, 
   }
   rc = hvds__coll_check(p, lay->dtype, op);
   if (rc != HVDS_SUCCESS) return rc;
+  if (o->quant_bits != 0 && hvds__quant_levels(o->quant_bits) == 0) {
+    snprintf(p->error, sizeof p->error,
+             "sparse allreduce: quant_bits %d is not supported (0, 2, 4 or 8)", o->quant_bits);
+    return HVDS_INVALID_ARGUMENT;
+  }
   if (o->algorithm == HVDS_SPARSE_AUTO) return HVDS_SUCCESS;
   const hvds_sparse_algo_info_t* info = hvds__sparse_algo_info(o->algorithm);
   if (info == NULL) {
@@ -125,7 +138,8 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c, const hvds_spar
                              (double)hvds__dtype_bytes(c->lay.dtype),
                              (double)hvds__sparse_idx_bytes(&c->lay),
                              (double)c->res->max_nnz,
-                             o->overlap};
+                             o->overlap,
+                             c->quant_bits};
   return x;
 }
 
@@ -177,12 +191,13 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
                          .tag = o->tag,
                          .coll = {o->tag, HVDS_ALGO_AUTO, o->chunk_bytes, 0},
                          .zen_seed = o->zen_seed != 0 ? o->zen_seed : DEFAULT_ZEN_SEED,
-                         .res = res};
+                         .res = res,
+                         .quant_bits = quant_width(p, lay, o)};
   hvds_sparse_input_check_t chk;
   hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
   hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
   uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
-  rc = all != NULL ? preamble(&c, &chk, &in, signature(lay, op, o->algorithm), all)
+  rc = all != NULL ? preamble(&c, &chk, &in, signature(lay, op, o->algorithm, o->quant_bits), all)
                    : hvds__sparse_nomem(&c, "sparse allreduce");
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);

@@ -37,11 +37,16 @@ typedef struct {
   uint64_t zen_seed;            /* ZEN's hash key; rank 0's is used on every rank (it travels
                                    in the preamble); 0 selects a fixed default */
   size_t chunk_bytes;           /* pipeline segment of the dense steps; 0 = default */
+  int quant_bits;               /* 2, 4 or 8: DSAR's dense allgather moves each reduced range
+                                   stochastically quantized at that width (ops/quantize.h),
+                                   decoded on every rank; 0: full precision. Floating-point
+                                   dtypes only (ignored for integers); every rank must pass the
+                                   same */
 } hvds_sparse_opts_t;
 
-/* Default options: AUTO, unknown overlap, default network and seed. */
+/* Default options: AUTO, unknown overlap, default network and seed, no quantization. */
 #define HVDS_SPARSE_OPTS_INIT \
-  { 0, HVDS_SPARSE_AUTO, {0, 0}, -1.0, 0, 0 }
+  { 0, HVDS_SPARSE_AUTO, {0, 0}, -1.0, 0, 0, 0 }
 
 typedef struct {
   /* IN */
@@ -66,8 +71,9 @@ typedef struct {
  * algorithm; Min, Max and Product only with HVDS_SPARSE_DENSE (AUTO picks it for them), over the
  * dense tensors the entries describe. res: dense_out set by the caller, the rest filled here.
  * Errors: HVDS_INVALID_ARGUMENT (bad layout, index outside [0, dim) on any rank: the message
- * names the rank, the index, its position and the bound), HVDS_NOT_SUPPORTED (op with a sparse
- * algorithm), HVDS_PRECONDITION_ERROR (ranks passed different layouts, ops or algorithms), and
+ * names the rank, the index, its position and the bound; quant_bits not 0, 2, 4 or 8),
+ * HVDS_NOT_SUPPORTED (op with a sparse algorithm), HVDS_PRECONDITION_ERROR (ranks passed
+ * different layouts, ops, algorithms or quantization widths), and
  * transport errors. The caller's buffers are only read. */
 hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* lay,
                                      const void* indices, const void* values, size_t nnz,

@@ -21,6 +21,8 @@ typedef struct {
   uint64_t zen_seed;         /* rank 0's ZEN key (agreed in the preamble), never 0 */
   const uint64_t* nnz;       /* entries of every rank's input stream (agreed in the preamble) */
   hvds_sparse_result_t* res; /* algorithms may fill the imbalance fields */
+  int quant_bits;            /* DSAR's allgather width (2, 4, 8), 0: full precision; already 0
+                                for integer dtypes and a single rank */
 } hvds_sparse_ctx_t;
 
 /* An algorithm: in is this rank's stream over [0, dim) (sorted, dense by the byte rule); out is

@@ -38,6 +38,10 @@ hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix);
  * address through which the store's host, and so most likely the job's other hosts, reach this
  * one. Returns 0 on success. */
 int hvds__store_local_addr(const hvds_store_t* s, char* out, size_t outlen);
+/* Why the connection to the store broke (the server closed it, or it failed), or NULL while it
+ * works. Every call after a break fails at once with HVDS_SYSTEM_ERROR. The text stays valid
+ * until hvds__store_close(). */
+const char* hvds__store_lost(hvds_store_t* s);
 /* Closes the connection. Accepts NULL. */
 void hvds__store_close(hvds_store_t* s);
 

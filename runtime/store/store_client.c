@@ -32,6 +32,7 @@
 struct hvds_store {
   int fd;
   pthread_mutex_t mu;  /* serializes requests */
+  char lost[160];      /* why the connection broke; "" while it works (written under mu) */
   hvds_store_buf_t in; /* bytes received, at most one frame once a call returns */
   hvds_store_buf_t out;
 };
@@ -64,13 +65,21 @@ static void sleep_ms(int ms) {
   }
 }
 
-static hvds_result_t send_all(int fd, const uint8_t* data, size_t len) {
+/* Records the first reason the connection broke; later calls fail at once with it. */
+static hvds_result_t connection_lost(hvds_store_t* s, const char* why) {
+  if (s->lost[0] == '\0') snprintf(s->lost, sizeof(s->lost), "%s", why);
+  HVDS_DEBUG("store: %s", why);
+  return HVDS_SYSTEM_ERROR;
+}
+
+static hvds_result_t send_all(hvds_store_t* s, const uint8_t* data, size_t len) {
   while (len > 0) {
-    ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+    ssize_t n = send(s->fd, data, len, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      HVDS_DEBUG("store: send failed: %s", strerror(errno));
-      return HVDS_SYSTEM_ERROR;
+      char why[128];
+      snprintf(why, sizeof(why), "sending to the store failed: %s", strerror(errno));
+      return connection_lost(s, why);
     }
     data += n;
     len -= (size_t)n;
@@ -86,7 +95,7 @@ static hvds_result_t recv_frame(hvds_store_t* s, int64_t deadline, size_t* frame
     if (rc == HVDS_SUCCESS) return rc;
     if (rc != HVDS_IN_PROGRESS) {
       HVDS_WARN("store: malformed frame from server");
-      return HVDS_SYSTEM_ERROR;
+      return connection_lost(s, "the store sent a malformed frame");
     }
     struct pollfd pfd = {s->fd, POLLIN, 0};
     int pr = poll(&pfd, 1, remaining(deadline));
@@ -96,9 +105,11 @@ static hvds_result_t recv_frame(hvds_store_t* s, int64_t deadline, size_t* frame
     if (hvds__store_buf_reserve(&s->in, 65536) != HVDS_SUCCESS) return HVDS_SYSTEM_ERROR;
     ssize_t n = recv(s->fd, s->in.data + s->in.len, s->in.cap - s->in.len, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      HVDS_DEBUG("store: connection closed by server");
-      return HVDS_SYSTEM_ERROR;
+    if (n == 0) return connection_lost(s, "the store closed the connection");
+    if (n < 0) {
+      char why[128];
+      snprintf(why, sizeof(why), "the connection to the store broke: %s", strerror(errno));
+      return connection_lost(s, why);
     }
     s->in.len += (size_t)n;
   }
@@ -107,10 +118,11 @@ static hvds_result_t recv_frame(hvds_store_t* s, int64_t deadline, size_t* frame
 /* Sends req and decodes the reply into *reply, which points into s->in until the next call. */
 static hvds_result_t rpc(hvds_store_t* s, const hvds_store_msg_t* req, int64_t deadline,
                          hvds_store_msg_t* reply) {
+  if (s->lost[0]) return HVDS_SYSTEM_ERROR;
   hvds__store_buf_consume(&s->in, s->in.len);
   s->out.len = 0;
   HVDS_CHECK(hvds__store_encode(req, &s->out));
-  HVDS_CHECK(send_all(s->fd, s->out.data, s->out.len));
+  HVDS_CHECK(send_all(s, s->out.data, s->out.len));
   size_t frame_len;
   HVDS_CHECK(recv_frame(s, deadline, &frame_len));
   if (hvds__store_decode(s->in.data + HVDS_STORE_HEADER, frame_len - HVDS_STORE_HEADER,
@@ -329,6 +341,14 @@ hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix) {
   if (rc == HVDS_SUCCESS && reply.type != HVDS_STORE_MSG_OK) rc = HVDS_SYSTEM_ERROR;
   pthread_mutex_unlock(&s->mu);
   return rc;
+}
+
+const char* hvds__store_lost(hvds_store_t* s) {
+  if (s == NULL) return NULL;
+  pthread_mutex_lock(&s->mu);
+  const char* why = s->lost[0] ? s->lost : NULL;
+  pthread_mutex_unlock(&s->mu);
+  return why;
 }
 
 void hvds__store_close(hvds_store_t* s) {

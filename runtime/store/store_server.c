@@ -33,6 +33,11 @@
 
 #define HELLO_TIMEOUT_MS 10000
 #define MAX_CONNS 65536
+/* Replies a connection may have waiting before the server stops reading its requests, so a
+ * client that sends GETs without reading the answers cannot make the server buffer without end. */
+#define MAX_OUT_BACKLOG (4u << 20)
+/* Out of descriptors: the listener rests this long instead of failing accept() in a loop. */
+#define ACCEPT_PAUSE_MS 100
 #define READ_CHUNK 65536
 #define MAX_POLL_MS 1000
 /* Largest body a client may send before it has authenticated. */
@@ -66,6 +71,8 @@ struct hvds_store_server {
   size_t nconns, conns_cap;
   struct pollfd* pfds;
   size_t pfds_cap;
+  int64_t accept_paused_until; /* server thread only: listener not polled before then */
+  int64_t last_emfile_warning; /* server thread only */
 };
 
 static int64_t now_ms(void) {
@@ -204,9 +211,12 @@ static void handle_msg(hvds_store_server_t* srv, conn_t* c, const hvds_store_msg
   }
 }
 
-/* Handles every whole frame buffered on c, stopping while a GET waits. */
+static size_t out_backlog(const conn_t* c) { return c->out.len - c->out_off; }
+
+/* Handles every whole frame buffered on c, stopping while a GET waits or too many replies wait
+ * to be sent. */
 static void conn_process(hvds_store_server_t* srv, conn_t* c) {
-  while (!c->dead && c->wait_key == NULL) {
+  while (!c->dead && c->wait_key == NULL && out_backlog(c) < MAX_OUT_BACKLOG) {
     size_t frame_len;
     size_t max_body = c->authed ? HVDS_STORE_MAX_FRAME : HELLO_MAX_BODY;
     hvds_result_t rc = hvds__store_frame_peek(c->in.data, c->in.len, max_body, &frame_len);
@@ -257,7 +267,18 @@ static void accept_all(hvds_store_server_t* srv) {
     int fd = accept4(srv->listen_fd, (struct sockaddr*)&addr, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) HVDS_WARN("store: accept: %s", strerror(errno));
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays queued; rest rather than spin on a listener that stays readable.
+        int64_t now = now_ms();
+        srv->accept_paused_until = now + ACCEPT_PAUSE_MS;
+        if (now - srv->last_emfile_warning >= 10000) {
+          HVDS_WARN("store: accept: %s (%zu connections open); pausing new connections",
+                    strerror(errno), srv->nconns);
+          srv->last_emfile_warning = now;
+        }
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        HVDS_WARN("store: accept: %s", strerror(errno));
+      }
       return;
     }
     conn_t* c = calloc(1, sizeof(*c));
@@ -295,6 +316,8 @@ static void accept_all(hvds_store_server_t* srv) {
 static int serve_deadlines(hvds_store_server_t* srv) {
   int64_t now = now_ms();
   int64_t next = now + MAX_POLL_MS;
+  if (srv->accept_paused_until > now && srv->accept_paused_until < next)
+    next = srv->accept_paused_until;
   for (size_t i = 0; i < srv->nconns; i++) {
     conn_t* c = srv->conns[i];
     if (c->dead) continue;
@@ -348,11 +371,12 @@ static int build_pollfds(hvds_store_server_t* srv, size_t* n) {
     srv->pfds_cap = need;
   }
   srv->pfds[0] = (struct pollfd){srv->wake[0], POLLIN, 0};
-  srv->pfds[1] = (struct pollfd){srv->listen_fd, POLLIN, 0};
+  short listen_ev = now_ms() >= srv->accept_paused_until ? POLLIN : 0;
+  srv->pfds[1] = (struct pollfd){srv->listen_fd, listen_ev, 0};
   for (size_t i = 0; i < srv->nconns; i++) {
     conn_t* c = srv->conns[i];
     size_t limit = HVDS_STORE_HEADER + (c->authed ? HVDS_STORE_MAX_FRAME : HELLO_MAX_BODY);
-    short ev = c->in.len < limit ? POLLIN : 0;
+    short ev = c->in.len < limit && out_backlog(c) < MAX_OUT_BACKLOG ? POLLIN : 0;
     if (c->out_off < c->out.len) ev |= POLLOUT;
     srv->pfds[i + 2] = (struct pollfd){c->fd, ev, 0};
   }

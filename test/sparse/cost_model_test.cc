@@ -9,7 +9,7 @@
 namespace {
 
 hvds_sparse_problem_t problem(int P, double N, double density, double overlap = -1) {
-  return {P, N, 1, 4, 4, density * N, overlap};
+  return {P, N, 1, 4, 4, density * N, overlap, 0};
 }
 
 bool is_sparse(hvds_sparse_algo_t a) { return a != HVDS_SPARSE_DENSE && a != HVDS_SPARSE_DSAR; }

@@ -1,7 +1,8 @@
-"""Gradient compression on the wire: Compression.none, fp16 and bf16."""
+"""Gradient compression on the wire: Compression.none, fp16, bf16 and topk."""
 import torch
 
 from hvdsparse.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
+from hvdsparse.torch.topk import TopKCompressor
 
 
 def _is_floating(t):
@@ -25,3 +26,9 @@ class Compression:
     none = NoneCompressor
     fp16 = FP16Compressor
     bf16 = BF16Compressor
+
+    @staticmethod
+    def topk(ratio, **options):
+        """Top-k sparsification with error feedback: an instance per optimizer (it carries the
+        options; the residuals live in the optimizer). See hvdsparse.torch.topk."""
+        return TopKCompressor(ratio, **options)

@@ -103,6 +103,9 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
                     value, root_rank, "optimizer.state.%d.%s" % (index, key), process_set))
             else:
                 scalars[(index, key)] = value
+    # State kept outside optimizer.state (Compression.topk residuals): root_rank's everywhere.
+    for name, value in getattr(optimizer, "_hvds_extra_state", list)():
+        handles.append(mpi_ops.broadcast_async_(value, root_rank, name, process_set))
     options = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     for h in handles:
         mpi_ops.synchronize(h)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from hvdsparse.common import _lib
-from hvdsparse.torch import mpi_ops
+from hvdsparse.torch import mpi_ops, topk
 from hvdsparse.torch.compression import Compression
 from hvdsparse.torch.mpi_ops import Adasum, Average, global_process_set
 
@@ -39,14 +39,18 @@ def _split(items, n):
     return out
 
 
-class _DistributedMixin:
+class _DistributedMixin(topk.ResidualStateMixin):
     """Placed in front of the wrapped optimizer's class in a class made for each instance."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, groups, sparse_as_dense, process_set,
-                 sparse_algorithm=None, sparse_params=None, sparse_detect=None):
+                 sparse_algorithm=None, sparse_params=None, sparse_detect=None, quantize_bits=0):
         super().__init__(params)
-        self._compression = compression
+        # Compression.topk: compressed gradients take the sparse path (topk.py); the others,
+        # tensors below its min_numel, go dense and uncompressed.
+        self._topk = compression if topk.is_topk(compression) else None
+        self._compression = Compression.none if self._topk is not None else compression
+        self._quantize_bits = quantize_bits
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
             named_parameters = list(named_parameters)
@@ -88,7 +92,8 @@ class _DistributedMixin:
         self._p_to_group = {}
         self._group_ready = {}      # group tuple -> params whose gradient is ready
         self._setup_groups(groups, all_params)
-        if mpi_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        if (mpi_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1" or
+                self._topk is not None):  # top-k changes the update even on one rank
             self._register_hooks()
 
     # ---- setup ----
@@ -200,8 +205,12 @@ class _DistributedMixin:
             handle = mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set,
                                                     algorithm=self.sparse_algorithm)
             return handle, "sparse"
-        compressed, ctx = self._compression.compress(grad)
         pre, post = self._scales()
+        if self._topk_applies(p):
+            return self._topk_allreduce_async(p, grad, name, self.op, pre, post,
+                                              self.process_set, self.sparse_algorithm,
+                                              self._quantize_bits)
+        compressed, ctx = self._compression.compress(grad)
         detect = self._detect(p)
         handle = mpi_ops._allreduce_async(compressed, compressed, name, self.op, pre, post,
                                           self.process_set, detect,
@@ -266,6 +275,10 @@ class _DistributedMixin:
             key.grad = mpi_ops.synchronize(handle)
             self._allreduce_delay[key] = self.backward_passes_per_step
             return
+        if isinstance(ctx, topk.Pending):
+            ctx.finish(key, handle, mpi_ops.synchronize)
+            self._allreduce_delay[key] = self.backward_passes_per_step
+            return
         outputs = mpi_ops.synchronize(handle)
         params = key if isinstance(key, tuple) else (key,)
         contexts = ctx if isinstance(key, tuple) else [ctx]
@@ -304,7 +317,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
                          process_set=global_process_set, pipeline=None, sparse_algorithm=None,
-                         sparse_params=None, sparse_detect=None, **pipeline_options):
+                         sparse_params=None, sparse_detect=None, quantize_bits=0,
+                         **pipeline_options):
     """Wraps a torch optimizer so that step() uses gradients averaged over every rank.
 
     named_parameters: model.named_parameters(), to name each allreduce. compression: on the
@@ -323,6 +337,13 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     the runtime count their non-zero rows and take the sparse path when cheaper; the result is
     the same (sparse_detect=False: never; None: HVDSPARSE_SPARSE_DETECT's default).
 
+    compression=Compression.topk(ratio): each gradient's top ratio of entries (plus the residual
+    of what earlier steps did not send: error feedback) goes through the sparse allreduce and
+    the averaged dense result lands in p.grad; the residuals are optimizer state
+    (state_dict(), load_state_dict(), broadcast_optimizer_state(); docs/compression.md). Not
+    with groups or pipeline="dear". quantize_bits=2/4/8: the sparse allreduce's DSAR algorithm
+    sends its dense allgather stochastically quantized at that width (0: full precision).
+
     pipeline="dear": reduce-scatter in backward, all-gather and update in the next forward
     (hvdsparse.torch.dear, docs/dear.md). Needs model=<the module>; options bucket_bytes,
     first_bucket_bytes, tune_bucket_size, tune_trials, tune_steps_per_trial, tune_skip,
@@ -331,6 +352,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise NotImplementedError("Adasum is not supported by hvdsparse; use op=hvd.Average.")
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    topk.check_quantize_bits(quantize_bits)
+    if topk.is_topk(compression) and (pipeline is not None or groups is not None or num_groups):
+        raise ValueError("Compression.topk sends each gradient through its own sparse "
+                         "allreduce: it cannot be combined with groups or pipeline='dear'")
     if pipeline is not None:
         if pipeline != "dear":
             raise ValueError("pipeline must be None or 'dear', not %r" % (pipeline,))
@@ -369,4 +394,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         _lib.check_sparse_algorithm(sparse_algorithm)
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
                op, gradient_predivide_factor, groups, sparse_as_dense, process_set,
-               sparse_algorithm, sparse_params, sparse_detect)
+               sparse_algorithm, sparse_params, sparse_detect, quantize_bits)

@@ -1,4 +1,4 @@
-"""Gradient compression on the wire: Compression.none, fp16 and bf16."""
+"""Gradient compression on the wire: Compression.none, fp16, bf16 and topk."""
 import tensorflow as tf
 
 from hvdsparse.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
@@ -21,3 +21,10 @@ class Compression:
     none = NoneCompressor
     fp16 = FP16Compressor
     bf16 = BF16Compressor
+
+    @staticmethod
+    def topk(ratio, **options):
+        """Top-k sparsification with error feedback: a tf.Module holding the residual variables
+        (one instance per optimizer or tape). See hvdsparse.tensorflow.topk."""
+        from hvdsparse.tensorflow.topk import TopKCompressor
+        return TopKCompressor(ratio, **options)

@@ -3,7 +3,7 @@ helper shared with the Keras DistributedOptimizer."""
 import tensorflow as tf
 
 from hvdsparse.common import _lib
-from hvdsparse.tensorflow import mpi_ops
+from hvdsparse.tensorflow import mpi_ops, topk
 from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
 
@@ -61,8 +61,14 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     are the tf.IndexedSlices, which go through the sparse allreduce (sparse_algorithm forces
     its algorithm) unless sparse_as_dense. sparse_detect=True: dense gradients take the sparse
     path when mostly zero rows make it cheaper (same result); False never; None
-    HVDSPARSE_SPARSE_DETECT's default. Not differentiable."""
+    HVDSPARSE_SPARSE_DETECT's default. Not differentiable. compression=Compression.topk(...):
+    dense gradients go through top-k with error feedback and the sparse allreduce (topk.py)."""
     grads = list(grads)
+    if topk.is_topk(compression):
+        return topk.allreduce_gradients(compression, grads, sources, allreduce_gradients, op,
+                                        gradient_predivide_factor, process_set, sparse_algorithm,
+                                        sparse_as_dense=sparse_as_dense, num_groups=num_groups,
+                                        groups=groups, sparse_detect=sparse_detect)
     if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
                 else g for g in grads]

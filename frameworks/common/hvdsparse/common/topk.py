@@ -1,0 +1,76 @@
+"""Compression.topk(ratio): what the torch and TensorFlow top-k compressors share.
+
+Per tensor, each step: acc = residual + gradient; send the k = ceil(ratio * numel) entries of
+acc largest in magnitude as a sparse tensor (flat element indices); residual = acc - sent (error
+feedback: nothing is dropped, only delayed). The DistributedOptimizer / DistributedGradientTape
+hand the selection to the sparse allreduce and write the averaged dense result back.
+
+Selection: exact (torch.topk / tf.math.top_k over |acc|) below `sampled_above` elements; above
+it a sampled threshold, as ZEN and DGC do: the magnitude of rank ceil(oversample * k * m / n) in
+a random sample of m = max(1024, sample_ratio * n) elements is the threshold, every element at
+or above it is a candidate, and an exact top-k among the candidates picks k. With the
+oversampling the candidates hold the true top k almost always, so the result is the exact top-k
+at the cost of one pass over the tensor and a top-k over about 1.5 k candidates; when the sample
+was unlucky (fewer than k candidates) the exact top-k over the whole tensor is the fallback, so
+the count is always exactly k. `fallbacks` counts those.
+"""
+import math
+
+from hvdsparse.common.compression import Compressor
+
+MIN_SAMPLE = 1024
+
+
+class TopKCompressorBase(Compressor):
+    """A top-k compressor: an instance (Compression.topk(ratio, ...)), not a class, since it
+    carries its options. sparse = True tells the optimizers to take the sparse path.
+
+    ratio: fraction of each tensor's elements sent, in (0, 1]. min_numel: tensors with fewer
+    elements are not compressed (allreduced dense, no residual); 0 compresses every tensor.
+    sampled_above: tensors of at least this many elements use the sampled threshold (None:
+    always exact). sample_ratio, oversample: the sample's size and the threshold's margin.
+    seed: the sampling RNG's seed (the result does not depend on it unless a fallback is
+    needed)."""
+
+    sparse = True
+
+    def __init__(self, ratio, min_numel=0, sampled_above=65536, sample_ratio=0.01,
+                 oversample=1.5, seed=0):
+        if not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise ValueError("Compression.topk: ratio must be in (0, 1], not %r" % (ratio,))
+        if not 0 < sample_ratio <= 1:
+            raise ValueError("Compression.topk: sample_ratio must be in (0, 1], not %r"
+                             % (sample_ratio,))
+        if oversample < 1:
+            raise ValueError("Compression.topk: oversample must be >= 1, not %r" % (oversample,))
+        if int(min_numel) < 0:
+            raise ValueError("Compression.topk: min_numel must be >= 0")
+        self.ratio = float(ratio)
+        self.min_numel = int(min_numel)
+        self.sampled_above = None if sampled_above is None else int(sampled_above)
+        self.sample_ratio = float(sample_ratio)
+        self.oversample = float(oversample)
+        self.seed = int(seed)
+        self.fallbacks = 0  # sampled selections that needed the exact fallback
+
+    def __repr__(self):
+        return "Compression.topk(%g, min_numel=%d)" % (self.ratio, self.min_numel)
+
+    def applies(self, numel):
+        """True when a tensor of numel elements is compressed."""
+        return numel > 0 and numel >= self.min_numel
+
+    def k(self, numel):
+        """Entries sent for a tensor of numel elements: ceil(ratio * numel), at least 1."""
+        return min(numel, max(1, int(math.ceil(self.ratio * numel))))
+
+    def sampled(self, numel):
+        """True when the sampled threshold is used for numel elements."""
+        return (self.sampled_above is not None and numel >= self.sampled_above and
+                self.k(numel) < numel)
+
+    def sample_plan(self, numel):
+        """(m, rank): the sample size and the sample rank whose magnitude is the threshold."""
+        m = min(numel, max(MIN_SAMPLE, int(math.ceil(self.sample_ratio * numel))))
+        rank = int(math.ceil(self.oversample * self.k(numel) * m / numel)) + 1
+        return m, min(m, rank)

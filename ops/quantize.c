@@ -1,0 +1,167 @@
+/* Stochastic bucket quantization (quantize.h): encode, decode, and the per-block seed.
+ *
+ * Each bucket is staged in a double array first (one dtype switch per bucket, not per value);
+ * the arithmetic on a value is then t = |v| * (s / S), a snap test, one draw and a floor, all in
+ * double, so the numpy reference (hvdsparse/common/quantize.py) reproduces it bit for bit.
+ */
+#include "quantize.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "reduce.h"
+
+#define GOLDEN 0x9e3779b97f4a7c15ULL
+#define SNAP 0x1p-20 /* t within s * SNAP of an integer is on the grid */
+
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* splitmix64's output number i + 1 for state seed, as a double in [0, 1). */
+static double draw(uint64_t seed, uint64_t i) {
+  return (double)(mix64(seed + (i + 1) * GOLDEN) >> 11) * 0x1p-53;
+}
+
+int hvds__quant_levels(int bits) {
+  return bits == 2 || bits == 4 || bits == 8 ? (1 << (bits - 1)) - 1 : 0;
+}
+
+int hvds__quant_dtype_ok(hvds_dtype_t dtype) {
+  return dtype == HVDS_FLOAT16 || dtype == HVDS_BFLOAT16 || dtype == HVDS_FLOAT32 ||
+         dtype == HVDS_FLOAT64;
+}
+
+static size_t buckets(size_t n) { return (n + HVDS_QUANT_BUCKET - 1) / HVDS_QUANT_BUCKET; }
+static size_t code_bytes(size_t n, int bits) { return (n * (size_t)bits + 7) / 8; }
+
+size_t hvds__quant_bytes(size_t n, int bits) {
+  if (n == 0 || hvds__quant_levels(bits) == 0) return 0;
+  return (buckets(n) * sizeof(float) + code_bytes(n, bits) + 7) & ~(size_t)7;
+}
+
+uint64_t hvds__quant_seed(uint64_t key, uint64_t tag, uint64_t block) {
+  return mix64(mix64(key ^ (tag * GOLDEN)) + (block + 1) * GOLDEN);
+}
+
+/* Values [first, first + m) of src as doubles. */
+static void load(const void* src, hvds_dtype_t dtype, size_t first, size_t m, double* out) {
+  size_t i;
+  switch (dtype) {
+    case HVDS_FLOAT32:
+      for (i = 0; i < m; i++) out[i] = ((const float*)src)[first + i];
+      break;
+    case HVDS_FLOAT64:
+      for (i = 0; i < m; i++) out[i] = ((const double*)src)[first + i];
+      break;
+    case HVDS_FLOAT16:
+      for (i = 0; i < m; i++) out[i] = hvds__half_to_float(((const uint16_t*)src)[first + i]);
+      break;
+    default:  // HVDS_BFLOAT16
+      for (i = 0; i < m; i++) out[i] = hvds__bf16_to_float(((const uint16_t*)src)[first + i]);
+      break;
+  }
+}
+
+/* m doubles into dst[first, first + m) as dtype. */
+static void store(const double* in, size_t first, size_t m, hvds_dtype_t dtype, void* dst) {
+  size_t i;
+  switch (dtype) {
+    case HVDS_FLOAT32:
+      for (i = 0; i < m; i++) ((float*)dst)[first + i] = (float)in[i];
+      break;
+    case HVDS_FLOAT64:
+      for (i = 0; i < m; i++) ((double*)dst)[first + i] = in[i];
+      break;
+    case HVDS_FLOAT16:
+      for (i = 0; i < m; i++) ((uint16_t*)dst)[first + i] = hvds__float_to_half((float)in[i]);
+      break;
+    default:  // HVDS_BFLOAT16
+      for (i = 0; i < m; i++) ((uint16_t*)dst)[first + i] = hvds__float_to_bf16((float)in[i]);
+      break;
+  }
+}
+
+/* The bucket's scale: max |v| as a float32 no smaller than it, or NaN when a value is NaN or
+ * infinite, or the maximum does not fit a float32. */
+static float bucket_scale(const double* v, size_t m) {
+  double mx = 0;
+  for (size_t i = 0; i < m; i++) {
+    double a = fabs(v[i]);
+    if (!(a <= mx)) mx = a;  // NaN makes mx NaN and keeps it (NaN <= x is false)
+    if (isnan(mx)) break;
+  }
+  if (!isfinite(mx) || mx > FLT_MAX) return NAN;
+  float sf = (float)mx;
+  if ((double)sf < mx) sf = nextafterf(sf, INFINITY);
+  return sf;
+}
+
+/* The level of one value, t = a * (s / S) >= 0 rounded to a nearby integer level: to the
+ * nearest when within s * SNAP of it (on the grid), else stochastically. Truncation is floor here
+ * (t >= 0). */
+static uint32_t level(double a, int s, double inv, uint64_t seed, uint64_t i) {
+  double t = a * inv;
+  uint32_t r = (uint32_t)(t + 0.5);
+  uint32_t l = fabs(t - r) <= s * SNAP ? r : (uint32_t)(t + draw(seed, i));
+  return l > (uint32_t)s ? (uint32_t)s : l;
+}
+
+static void put_code(unsigned char* codes, size_t i, int bits, uint32_t c) {
+  size_t bit = i * (size_t)bits;
+  codes[bit / 8] |= (unsigned char)(c << (bit % 8));
+}
+
+static uint32_t get_code(const unsigned char* codes, size_t i, int bits) {
+  size_t bit = i * (size_t)bits;
+  return ((uint32_t)codes[bit / 8] >> (bit % 8)) & ((1u << bits) - 1);
+}
+
+hvds_result_t hvds__quant_encode(const void* src, size_t n, hvds_dtype_t dtype, int bits,
+                                 uint64_t seed, void* dst) {
+  int s = hvds__quant_levels(bits);
+  if (s == 0 || !hvds__quant_dtype_ok(dtype)) return HVDS_INVALID_ARGUMENT;
+  if (n == 0) return HVDS_SUCCESS;
+  size_t nb = buckets(n);
+  unsigned char* codes = (unsigned char*)dst + nb * sizeof(float);
+  memset(dst, 0, hvds__quant_bytes(n, bits));
+  double v[HVDS_QUANT_BUCKET];
+  for (size_t b = 0; b < nb; b++) {
+    size_t first = b * HVDS_QUANT_BUCKET;
+    size_t m = n - first < HVDS_QUANT_BUCKET ? n - first : HVDS_QUANT_BUCKET;
+    load(src, dtype, first, m, v);
+    float scale = bucket_scale(v, m);
+    memcpy((char*)dst + b * sizeof(float), &scale, sizeof scale);
+    double inv = scale > 0 ? (double)s / scale : 0;  // NaN scale: 0 too (NaN > 0 is false)
+    for (size_t i = 0; i < m; i++) {
+      // Zero, a zero bucket and a NaN bucket all store level 0 (code s).
+      uint32_t l = scale > 0 ? level(fabs(v[i]), s, inv, seed, first + i) : 0;
+      put_code(codes, first + i, bits, v[i] < 0 ? (uint32_t)s - l : (uint32_t)s + l);
+    }
+  }
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__quant_decode(const void* src, size_t n, int bits, hvds_dtype_t dtype,
+                                 void* dst) {
+  int s = hvds__quant_levels(bits);
+  if (s == 0 || !hvds__quant_dtype_ok(dtype)) return HVDS_INVALID_ARGUMENT;
+  size_t nb = buckets(n);
+  const unsigned char* codes = (const unsigned char*)src + nb * sizeof(float);
+  double v[HVDS_QUANT_BUCKET];
+  for (size_t b = 0; b < nb; b++) {
+    size_t first = b * HVDS_QUANT_BUCKET;
+    size_t m = n - first < HVDS_QUANT_BUCKET ? n - first : HVDS_QUANT_BUCKET;
+    float scale;
+    memcpy(&scale, (const char*)src + b * sizeof(float), sizeof scale);
+    for (size_t i = 0; i < m; i++) {
+      int l = (int)get_code(codes, first + i, bits) - s;
+      v[i] = (double)l * scale / s;  // the maximum level gives back exactly the scale
+    }
+    store(v, first, m, dtype, dst);
+  }
+  return HVDS_SUCCESS;
+}
