@@ -39,9 +39,21 @@ test: build
 demo: build
 	$(BUILD)/bin/hvdsparse run -np 2 $(PY) frameworks/pytorch/examples/train_synthetic.py
 
+# The benchmark suite (bench/suite/run.py, docs/benchmarks.md): dense allreduce of hvdsparse next
+# to Gloo, Open MPI, torch.distributed (gloo) and Horovod (with BENCH_HOROVOD_PYTHON, a Python that
+# imports horovod.torch), on loopback and on namespace hosts with shaped links (needs root; about
+# an hour). It rewrites docs/benchmarks.md and docs/benchmarks/. BENCH_QUICK=1: 2 runs, fewer sizes,
+# loopback np 4 and 4 hosts at 1 Gbit/s only, written to $(BUILD)/bench-quick, docs untouched
+# (a few minutes). BENCH_ARGS adds options (e.g. --scenarios loopback,4x1gbit).
+BENCH_QUICK ?=
+BENCH_HOROVOD_PYTHON ?=
+BENCH_ARGS ?=
+BENCH_OUT = $(if $(BENCH_QUICK),--quick --out $(BUILD)/bench-quick,--out docs/benchmarks --doc docs/benchmarks.md)
+
 bench: build
-	$(PY) bench/compare_allreduce.py --build $(BUILD) --out docs/benchmarks --doc docs/benchmarks.md
-	bench/fusion_step.sh $(BUILD) 5
+	$(PY) bench/suite/run.py --build $(BUILD) $(BENCH_OUT) \
+	  $(if $(BENCH_HOROVOD_PYTHON),--horovod-python $(BENCH_HOROVOD_PYTHON)) $(BENCH_ARGS)
+	$(if $(BENCH_QUICK),,bench/fusion_step.sh $(BUILD) 5)
 
 test-asan: deps
 	@$(MAKE) --no-print-directory test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DHVDS_SANITIZE=ON"

@@ -2,7 +2,10 @@
 // output as hvdsparse-perf, for comparison. Start N copies of it, one per rank:
 //   gloo_allreduce_bench --rank R --size N --store DIR [--algorithm A] [-b 1M -e 256M -f 4 ...]
 // The ranks rendezvous through a gloo::rendezvous::FileStore in DIR (an empty directory shared by
-// the N processes) and talk over Gloo's TCP transport on loopback (--host).
+// the N processes) and talk over Gloo's TCP transport, on loopback by default (--host). On hosts
+// that are network namespaces (test/cluster/cluster.sh) start each rank with `ip netns exec HOST`
+// and pass --iface NAME: every rank binds its own host's address on that interface, and the
+// FileStore works across them because the namespaces share the filesystem.
 //
 // --algorithm default|ring|bcube runs the newer gloo::allreduce (unspecified, ring or bcube);
 // classic-ring|classic-ring-chunked|halving-doubling|classic-bcube run Gloo's older algorithm
@@ -34,7 +37,7 @@ namespace {
 struct Args {
   hvds_bench_sweep_t sweep;
   int rank = -1, size = -1;
-  std::string store, host = "127.0.0.1", algorithm = "default";
+  std::string store, host = "127.0.0.1", iface, algorithm = "default";
 };
 
 void usage(FILE* f) {
@@ -42,7 +45,8 @@ void usage(FILE* f) {
                "usage: gloo_allreduce_bench --rank R --size N --store DIR [options]\n"
                "  --algorithm A  default | ring | bcube (gloo::allreduce), classic-ring |\n"
                "                 classic-ring-chunked | halving-doubling | classic-bcube\n"
-               "  --host H       address of the TCP device (default 127.0.0.1)\n");
+               "  --host H       address of the TCP device (default 127.0.0.1)\n"
+               "  --iface NAME   bind the address of this interface instead of --host\n");
   hvds_bench_sweep_usage(f);
 }
 
@@ -71,6 +75,8 @@ int parse(int argc, char** argv, Args* a) {
       a->store = val;
     else if (opt == "--host")
       a->host = val;
+    else if (opt == "--iface")
+      a->iface = val;
     else if (opt == "--algorithm")
       a->algorithm = val;
     else {
@@ -163,6 +169,7 @@ void run_size(const std::shared_ptr<gloo::Context>& ctx, const Args& a, size_t c
 int run(const Args& a) {
   gloo::transport::tcp::attr attr;
   attr.hostname = a.host;
+  attr.iface = a.iface;  // when set, Gloo binds this interface's address and ignores hostname
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(a.store);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(a.rank, a.size);
@@ -173,7 +180,8 @@ int run(const Args& a) {
   if (label == "gloo") label = "gloo-" + a.algorithm;
   if (a.rank == 0) {
     std::string info =
-        "dtype float32, op sum, in place, algorithm " + a.algorithm + ", TCP " + a.host;
+        "dtype float32, op sum, in place, algorithm " + a.algorithm + ", TCP " +
+        (a.iface.empty() ? a.host : "interface " + a.iface);
     hvds_bench_print_header(stdout, "gloo_allreduce_bench allreduce", info.c_str(), &a.sweep,
                             a.size);
   }
