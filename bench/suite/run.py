@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def run_one(impl, place, sweep, args, log):
         cmds, envs = peers.commands(impl, place, sweep, args, scratch)
         log.write("$ " + " ".join(cmds[0]) + (f"  (x{len(cmds)} ranks)" if len(cmds) > 1 else "")
                   + f"\n# load average {os.getloadavg()[0]:.1f}\n")
+        log.flush()  # a hang shows what is running
         t0 = time.monotonic()
         rc, out, err = run_procs(cmds, args.timeout, envs)
     except (TimeoutError, OSError, RuntimeError) as e:
@@ -289,6 +291,8 @@ def write_outputs(args, raw, links, notes, stamp):
 
 def main():
     args = parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the process groups started and the cluster go with it.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     os.makedirs(args.out, exist_ok=True)
     if args.replot:
         raw, links, notes, stamp = read_back(args)
