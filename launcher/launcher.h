@@ -10,6 +10,9 @@ extern "C" {
 int hvds__launcher_run(int argc, char** argv);
 /* `hvdsparse check-build`: prints what this build supports. Returns 0. */
 int hvds__launcher_check_build(void);
+/* `hvdsparse check-build --topology [-np N]`: the same, then the hwloc topology and the binding
+ * and GPU of each of N local ranks (check_topology.c). Returns the process exit code. */
+int hvds__launcher_check_topology(int argc, char** argv);
 
 #ifdef __cplusplus
 }

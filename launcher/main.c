@@ -12,7 +12,8 @@ static void usage(FILE* f) {
       "\n"
       "Commands:\n"
       "  run -np N [flags] command ...   start N workers (see hvdsparse run --help)\n"
-      "  check-build                     list the frameworks and operations this build supports\n"
+      "  check-build [--topology]        list the frameworks and operations this build supports\n"
+      "                                  (and this machine's cores, NUMA nodes and GPUs)\n"
       "\n"
       "  -h, --help                      this text\n"
       "  -v, --version                   the version\n",
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
   if (strcmp(cmd, "run") == 0) return hvds__launcher_run(argc - 2, argv + 2);
   if (strcmp(cmd, "check-build") == 0 || strcmp(cmd, "-cb") == 0 ||
       strcmp(cmd, "--check-build") == 0)
-    return hvds__launcher_check_build();
+    return argc > 2 ? hvds__launcher_check_topology(argc - 2, argv + 2)
+                    : hvds__launcher_check_build();
   if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
     usage(stdout);
     return 0;

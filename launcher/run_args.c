@@ -8,7 +8,7 @@
 
 #include "log.h"
 
-typedef enum { K_STR, K_INT, K_NUM, K_MB, K_TRUE, K_FALSE, K_LOGLEVEL } knob_kind_t;
+typedef enum { K_STR, K_INT, K_NUM, K_MB, K_TRUE, K_FALSE, K_LOGLEVEL, K_BIND } knob_kind_t;
 
 /* Flags that only set a runtime knob, as horovodrun's config_parser does. */
 static const struct {
@@ -36,6 +36,7 @@ static const struct {
     {"--stall-check-warning-time-seconds", "STALL_CHECK_TIME_SECONDS", K_NUM},
     {"--stall-check-shutdown-time-seconds", "STALL_SHUTDOWN_TIME_SECONDS", K_NUM},
     {"--gloo-timeout-seconds", "GLOO_TIMEOUT_SECONDS", K_NUM},
+    {"--bind-to", "BIND_TO", K_BIND},
 };
 
 hvds_result_t hvds__env_list_set(hvds_env_list_t* list, const char* name, const char* value) {
@@ -131,6 +132,11 @@ static hvds_result_t knob_value(knob_kind_t kind, const char* text, char* buf, s
       return HVDS_SUCCESS;
     case K_LOGLEVEL:
       if (hvds__log_parse_level(text) < 0) return HVDS_INVALID_ARGUMENT;
+      snprintf(buf, buflen, "%s", text);
+      return HVDS_SUCCESS;
+    case K_BIND:  // docs/hierarchy.md
+      if (strcmp(text, "core") != 0 && strcmp(text, "numa") != 0 && strcmp(text, "none") != 0)
+        return HVDS_INVALID_ARGUMENT;
       snprintf(buf, buflen, "%s", text);
       return HVDS_SUCCESS;
   }
@@ -352,6 +358,6 @@ void hvds__run_args_usage(FILE* f) {
       "  --hierarchical-allreduce, --no-hierarchical-allreduce, --timeline-filename F,\n"
       "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
       "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
-      "  --log-without-timestamp\n",
+      "  --log-without-timestamp, --bind-to core|numa|none (each worker to its share of the host)\n",
       f);
 }

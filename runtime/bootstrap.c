@@ -7,6 +7,7 @@
 
 #include "collectives.h"
 #include "gloo/gloo_p2p.h"
+#include "hierarchy.h"
 #include "launch_env.h"
 #include "launch_store.h"
 #include "launch_topology.h"
@@ -256,6 +257,7 @@ hvds_result_t hvds__bootstrap(void) {
   }
   if (rc == HVDS_SUCCESS && engine) rc = fill_engine_topology(&env);
   if (rc == HVDS_SUCCESS && rt.size > 1) rc = build_groups(host);
+  if (rc == HVDS_SUCCESS) rc = hvds__hier_setup(host); /* binding, shared memory, hierarchy */
   if (rc == HVDS_SUCCESS && rt.size == 1) {
     rt.homogeneous = 1;
     int zero = 0;

@@ -8,6 +8,7 @@
 #include "collectives.h"
 #include "coordinator.h"
 #include "handle.h"
+#include "hierarchy.h"
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
@@ -182,7 +183,9 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
   hvds__tl_activity(r, "GLOO_ALLREDUCE");
   hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
-  hvds_result_t rc = hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype, op, &o);
+  hvds_result_t rc = hvds__hier_wanted(s, total * esz)  /* execute_hier.c */
+                         ? hvds__hier_allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o)
+                         : hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype, op, &o);
   hvds__tl_activity(r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));

@@ -1,0 +1,219 @@
+/* Allreduce straight through the shared segment (no rings, no messages).
+ *
+ * Algorithm: the buffer is processed in rounds of half a slot per rank (count elements in
+ * rounds of C = coll_bytes / 2 bytes); round R uses half R % 2 of every rank's slot, so one
+ * round's copy-in overlaps the previous round's copy-out on slower ranks. In round R rank r:
+ *   0. waits until every rank copied out round R-2 (it used the same half);
+ *   1. copies its input for the round into its slot, publishes arrived = R+1;
+ *   2. reduces part r (1/P of the round, element granularity) of every rank's slot into its
+ *      own slot, in the order r, r+1, ..., r-1 (waiting for each rank's arrival), publishes
+ *      reduced = R+1;
+ *   3. copies every part q of the result out of rank q's slot (waiting for its reduction),
+ *      publishes done = R+1.
+ * Per round: 3 publications per rank and no message; each byte is copied in once, read once by
+ * its reducer, copied out by every rank: about 2 + 1 + 2 = 5 passes per rank over the buffer,
+ * against about 8 for a ring over the rings (two copies per hop).
+ * Preconditions: op commutative and associative; identical count, dtype and op everywhere.
+ * Results are identical on every rank: each part is reduced by one rank and copied by all.
+ *
+ * Slot ownership for P = 3 after each step of one round ("s1" = rank 1's input, "Σ" = the
+ * reduction of the part over every rank):
+ *
+ *   step | slot of rank 0      | slot of rank 1      | slot of rank 2
+ *   -----+---------------------+---------------------+--------------------
+ *    1   | s0 s0 s0            | s1 s1 s1            | s2 s2 s2
+ *    2   | Σ  s0 s0            | s1 Σ  s1            | s2 s2 Σ
+ *    3   | every rank copies part q from rank q's slot
+ *
+ * Small rounds (up to 128 KiB) skip step 2's publication: every rank waits for every arrival and
+ * reduces the whole round itself, in rank order, from the slots: one synchronisation instead of
+ * two, for P reads of a small buffer.
+ *
+ * Waiting: a wait polls as the transport's waits do, then sleeps on its futex saying whose
+ * counter it waits for; a publication wakes only the peers that wait for it. A sleeping wait
+ * checks the awaited rank's liveness and the communicator's timeout.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collectives.h"
+#include "reduce.h"
+#include "shm_internal.h"
+
+/* Rounds up to this many bytes skip the reduced stage (see direct_rest). */
+#define SHM_COLL_DIRECT_MAX ((size_t)128 << 10)
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* Which counter of shm_ctrl_t a wait is on. */
+typedef enum { ARRIVED, REDUCED, DONE } stage_t;
+
+static _Atomic uint64_t* counter(shm_t* s, int q, stage_t st) {
+  shm_ctrl_t* c = &s->ctrl[q];
+  return st == ARRIVED ? &c->arrived : st == REDUCED ? &c->reduced : &c->done;
+}
+
+static const char* stage_name(stage_t st) {
+  return st == ARRIVED ? "copy its input in" : st == REDUCED ? "reduce its part" : "copy out";
+}
+
+/* The sleeping value of a rank that waits for rank q's counter st (1 means "anything"). */
+static int32_t waiting_for(int q, stage_t st) { return 2 + q * 4 + (int32_t)st; }
+
+/* Publishes this rank's counter and wakes the peers that sleep waiting for it (or for anything):
+ * a peer waiting for another rank would only wake up to sleep again, which on a loaded host
+ * costs a context switch each. */
+static void publish(shm_t* s, stage_t st, uint64_t value) {
+  int me = s->p->rank;
+  atomic_store_explicit(counter(s, me, st), value, memory_order_release);
+  atomic_thread_fence(memory_order_seq_cst);  // before reading the peers' sleeping flags
+  for (int q = 0; q < s->p->size; q++) {
+    int32_t v = q == me ? 0 : atomic_load(&s->ctrl[q].sleeping);
+    if (v == 1 || v == waiting_for(me, st)) hvds__shm_wake(s, q, 1);
+  }
+}
+
+/* After a sleep: fails when rank q died or closed, or the timeout passed, before it got to
+ * target. */
+static hvds_result_t check_after_sleep(shm_t* s, int q, stage_t st, uint64_t target,
+                                       int64_t deadline, int64_t* last_check) {
+  if (atomic_load_explicit(counter(s, q, st), memory_order_acquire) >= target) return HVDS_SUCCESS;
+  hvds_result_t rc = hvds__shm_check_remote(s);  // a published failure explains the rest
+  if (rc != HVDS_SUCCESS) return rc;
+  int64_t now = hvds__shm_now_us();
+  int dead = 0;
+  if (now - *last_check >= SHM_LIVENESS_MS * 1000) {
+    *last_check = now;
+    dead = hvds__shm_peer_dead(s, q);
+  }
+  int closed = atomic_load(&s->ctrl[q].state) == SHM_STATE_CLOSED;
+  // What q published before it went counts: read its counter after its state.
+  if ((dead || closed) && atomic_load_explicit(counter(s, q, st), memory_order_acquire) >= target)
+    return HVDS_SUCCESS;
+  if (dead)
+    return hvds__shm_fail(s, HVDS_REMOTE_ERROR, q,
+                          "rank %d (pid %d) exited without closing the shared memory "
+                          "communicator",
+                          q, (int)atomic_load(&s->ctrl[q].pid));
+  if (closed)
+    return hvds__shm_fail(s, HVDS_REMOTE_ERROR, q,
+                          "rank %d closed the shared memory communicator during an allreduce", q);
+  if (deadline > 0 && now >= deadline)
+    return hvds__shm_fail(s, HVDS_TIMEOUT, q, "timed out after %d ms waiting for rank %d to %s",
+                          s->p->timeout_ms, q, stage_name(st));
+  return HVDS_SUCCESS;
+}
+
+/* Waits until rank q's counter st reaches target. */
+static hvds_result_t wait_for(shm_t* s, int q, stage_t st, uint64_t target) {
+  _Atomic uint64_t* c = counter(s, q, st);
+  if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
+  int64_t start = hvds__shm_now_us(), last_check = start;
+  int64_t poll_until = start + s->poll_us;
+  int64_t deadline = s->p->timeout_ms > 0 ? start + (int64_t)s->p->timeout_ms * 1000 : 0;
+  for (;;) {
+    if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
+    hvds_result_t rc = hvds__shm_check_remote(s);
+    if (rc != HVDS_SUCCESS) return rc;
+    if (hvds__shm_now_us() < poll_until) {
+      if (s->yield) {
+        sched_yield();
+      } else {
+        CPU_RELAX();
+      }
+      continue;
+    }
+    uint32_t seq = atomic_load(&s->me->wake_seq);
+    // seq_cst: the publisher sees what we wait for, or we see its value.
+    atomic_store(&s->me->sleeping, waiting_for(q, st));
+    if (atomic_load_explicit(c, memory_order_acquire) < target &&
+        atomic_load(&s->hdr->failed) == 0) {
+      int64_t ms = SHM_LIVENESS_MS;
+      if (deadline > 0 && (deadline - hvds__shm_now_us()) / 1000 < ms)
+        ms = (deadline - hvds__shm_now_us()) / 1000;
+      hvds__shm_sleep(s, seq, (int)(ms > 0 ? ms : 1));
+    }
+    atomic_store(&s->me->sleeping, 0);
+    rc = check_after_sleep(s, q, st, target, deadline, &last_check);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
+}
+
+static char* slot(shm_t* s, int q, uint64_t round) {
+  return s->coll + (size_t)q * s->coll_bytes + (size_t)(round % 2) * (s->coll_bytes / 2);
+}
+
+/* The rest of a small round: every rank reduces the whole round itself, from every slot in rank
+ * order (so every rank computes identical bits), which spares the wait for the reducers. */
+static hvds_result_t direct_rest(shm_t* s, char* buf, size_t n, size_t esz, hvds_dtype_t dtype,
+                                 hvds_reduce_op_t op, uint64_t R) {
+  hvds_result_t rc = HVDS_SUCCESS;
+  for (int q = 0; q < s->p->size && rc == HVDS_SUCCESS; q++) {
+    rc = wait_for(s, q, ARRIVED, R + 1);
+    if (rc != HVDS_SUCCESS) break;
+    if (q == 0) {
+      memcpy(buf, slot(s, 0, R), n * esz);
+    } else {
+      rc = hvds__reduce(buf, slot(s, q, R), n, dtype, op);
+    }
+  }
+  if (rc == HVDS_SUCCESS) publish(s, DONE, R + 1);
+  return rc;
+}
+
+/* One round: n elements of buf (already offset). */
+static hvds_result_t one_round(shm_t* s, char* buf, size_t n, size_t esz, hvds_dtype_t dtype,
+                               hvds_reduce_op_t op) {
+  int P = s->p->size, me = s->p->rank;
+  uint64_t R = s->round++;
+  hvds_result_t rc = HVDS_SUCCESS;
+  // 0. The half this round writes was last read in round R-2.
+  for (int q = 0; q < P && R >= 2 && rc == HVDS_SUCCESS; q++) rc = wait_for(s, q, DONE, R - 1);
+  if (rc != HVDS_SUCCESS) return rc;
+  // 1. Copy in.
+  char* mine = slot(s, me, R);
+  memcpy(mine, buf, n * esz);
+  publish(s, ARRIVED, R + 1);
+  if (n * esz <= SHM_COLL_DIRECT_MAX) return direct_rest(s, buf, n, esz, dtype, op, R);
+  // 2. Reduce part `me` over every rank's slot, starting after this rank.
+  size_t lo = n * (size_t)me / (size_t)P, hi = n * (size_t)(me + 1) / (size_t)P;
+  for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
+    int q = (me + k) % P;
+    rc = wait_for(s, q, ARRIVED, R + 1);
+    if (rc == HVDS_SUCCESS && hi > lo)
+      rc = hvds__reduce(mine + lo * esz, slot(s, q, R) + lo * esz, hi - lo, dtype, op);
+  }
+  if (rc != HVDS_SUCCESS) return rc;
+  publish(s, REDUCED, R + 1);
+  // 3. Copy every reduced part out, starting with this rank's own.
+  for (int k = 0; k < P && rc == HVDS_SUCCESS; k++) {
+    int q = (me + k) % P;
+    size_t qlo = n * (size_t)q / (size_t)P, qhi = n * (size_t)(q + 1) / (size_t)P;
+    rc = wait_for(s, q, REDUCED, R + 1);
+    if (rc == HVDS_SUCCESS && qhi > qlo)
+      memcpy(buf + qlo * esz, slot(s, q, R) + qlo * esz, (qhi - qlo) * esz);
+  }
+  if (rc == HVDS_SUCCESS) publish(s, DONE, R + 1);
+  return rc;
+}
+
+hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                                  hvds_reduce_op_t op) {
+  if (!hvds__shm_p2p_is(p)) return HVDS_INVALID_ARGUMENT;
+  hvds_result_t rc = hvds__coll_check(p, dtype, op);
+  if (rc != HVDS_SUCCESS || count == 0 || p->size == 1) return rc;
+  shm_t* s = (shm_t*)p->impl;
+  if ((rc = hvds__shm_check_remote(s)) != HVDS_SUCCESS) return rc;
+  size_t esz = hvds__dtype_bytes(dtype);
+  size_t per_round = s->coll_bytes / 2 / esz;
+  for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {
+    size_t n = count - first < per_round ? count - first : per_round;
+    rc = one_round(s, (char*)buf + first * esz, n, esz, dtype, op);
+  }
+  return rc;
+}
