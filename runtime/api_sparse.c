@@ -34,6 +34,15 @@ hvds_result_t hvds__sparse_opts_algo(const hvds_op_options_t* o, const char* ten
   return HVDS_SUCCESS;
 }
 
+/* The caller's sparse_quant_bits (0 when its options predate the field), checked. */
+static hvds_result_t opts_qbits(const hvds_op_options_t* o, const char* tensor, int32_t* bits) {
+  *bits = OPT_HAS(o, sparse_quant_bits) ? o->sparse_quant_bits : 0;
+  if (*bits == 0 || *bits == 2 || *bits == 4 || *bits == 8) return HVDS_SUCCESS;
+  return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                         "sparse allreduce '%s': sparse_quant_bits must be 0, 2, 4 or 8, not %d",
+                         tensor, (int)*bits);
+}
+
 static int64_t numel(int32_t ndim, const int64_t* shape) {
   int64_t n = 1;
   for (int32_t d = 0; d < ndim; d++) n *= shape[d];
@@ -56,13 +65,15 @@ hvds_result_t hvds__sparse_detect_entry(hvds_entry_t* e, const hvds_op_options_t
   char err[256];
   if (lay.row == 0 || hvds__sparse_layout_check(&lay, err, sizeof err) != HVDS_SUCCESS)
     return HVDS_SUCCESS;  // no sum kernel for the dtype: the plain allreduce handles it
-  int32_t algo;
+  int32_t algo, qbits;
   hvds_result_t rc = hvds__sparse_opts_algo(o, e->name, &algo);
+  if (rc == HVDS_SUCCESS) rc = opts_qbits(o, e->name, &qbits);
   if (rc != HVDS_SUCCESS) return rc;
   e->type = HVDS_MSG_SPARSE_ALLREDUCE;
   e->sparse_meta[HVDS_SPARSE_META_FORMAT] = HVDS_SPARSE_DETECT;
   e->sparse_meta[HVDS_SPARSE_META_INDEX] = lay.index_dtype;
   e->sparse_meta[HVDS_SPARSE_META_ALGO] = algo;
+  e->sparse_meta[HVDS_SPARSE_META_QBITS] = qbits;
   e->sparse_dense_out = 1;
   return HVDS_SUCCESS;
 }
@@ -142,8 +153,9 @@ hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input,
                            name, (int)opts->op);
   rc = check_input(input, name);
   if (rc == HVDS_SUCCESS && dense_out != NULL) rc = check_dense_out(input, dense_out, name);
-  int32_t algo = 0;
+  int32_t algo = 0, qbits = 0;
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_opts_algo(opts, name, &algo);
+  if (rc == HVDS_SUCCESS) rc = opts_qbits(opts, name, &qbits);
   if (rc != HVDS_SUCCESS) return rc;
   hvds_entry_t* e = hvds__enqueue_entry_new(name, HVDS_MSG_SPARSE_ALLREDUCE, opts);
   if (e == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -158,6 +170,7 @@ hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input,
   e->sparse_meta[HVDS_SPARSE_META_FORMAT] = input->format;
   e->sparse_meta[HVDS_SPARSE_META_INDEX] = input->index_dtype;
   e->sparse_meta[HVDS_SPARSE_META_ALGO] = algo;
+  e->sparse_meta[HVDS_SPARSE_META_QBITS] = qbits;
   e->sparse_dense_out = dense_out != NULL;
   return hvds__enqueue_submit(e, handle);
 }

@@ -44,6 +44,7 @@ typedef struct {
   hvds_sparse_layout_t lay; /* from the response: identical on every rank */
   int32_t format;           /* HVDS_SPARSE_COO, _ROWS or HVDS_SPARSE_DETECT */
   hvds_sparse_algo_t forced;
+  int32_t quant_bits;       /* DSAR's allgather: 2, 4 or 8 bits, 0 full precision */
   hvds_sparse_stats_t st;
   double t0, t1; /* monotonic seconds around the collective */
 } job_t;
@@ -68,14 +69,14 @@ static int validate_one(const hvds_request_t* a, char* err, size_t len) {
     return snprintf(err, len, "Malformed SPARSE_ALLREDUCE request: %d sparse parameters.",
                     a->nextra);
   int32_t f = a->extra[HVDS_SPARSE_META_FORMAT], idx = a->extra[HVDS_SPARSE_META_INDEX];
-  int32_t algo = a->extra[HVDS_SPARSE_META_ALGO];
+  int32_t algo = a->extra[HVDS_SPARSE_META_ALGO], q = a->extra[HVDS_SPARSE_META_QBITS];
   if ((f != HVDS_SPARSE_COO && f != HVDS_SPARSE_ROWS && f != HVDS_SPARSE_DETECT) ||
       (idx != HVDS_INT32 && idx != HVDS_INT64) || algo < 0 || algo >= HVDS_SPARSE_ALGO_COUNT ||
-      (f != HVDS_SPARSE_COO && a->ndim < 1))
+      (q != 0 && q != 2 && q != 4 && q != 8) || (f != HVDS_SPARSE_COO && a->ndim < 1))
     return snprintf(err, len,
                     "Invalid SPARSE_ALLREDUCE parameters: format %d, index type %d, algorithm %d, "
-                    "dense rank %d.",
-                    f, idx, algo, a->ndim);
+                    "quantization %d bits, dense rank %d.",
+                    f, idx, algo, q, a->ndim);
   return 0;
 }
 
@@ -102,6 +103,11 @@ int hvds__sparse_validate(const hvds_request_t* a, const hvds_request_t* b, char
                     "rank asked for %s.",
                     hvds__sparse_algo_name((hvds_sparse_algo_t)x[HVDS_SPARSE_META_ALGO]),
                     hvds__sparse_algo_name((hvds_sparse_algo_t)y[HVDS_SPARSE_META_ALGO]));
+  if (x[HVDS_SPARSE_META_QBITS] != y[HVDS_SPARSE_META_QBITS])
+    return snprintf(err, len,
+                    "Mismatched sparse quantization: One rank asked for %d bits, but another rank "
+                    "asked for %d bits.",
+                    (int)x[HVDS_SPARSE_META_QBITS], (int)y[HVDS_SPARSE_META_QBITS]);
   return 0;
 }
 
@@ -136,7 +142,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
                              (double)hvds__sparse_idx_bytes(&j->lay),
                              (double)max_nnz,
                              -1.0,
-                             0};
+                             j->quant_bits};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select(&x, &net, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) st->costs[a] = costs[a];
@@ -308,6 +314,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.net.alpha = rt.net_alpha;
   o.net.beta = rt.net_beta;
   o.zen_seed = rt.zen_seed;
+  o.quant_bits = j->quant_bits;
   return o;
 }
 
@@ -444,6 +451,7 @@ hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
                                  (hvds_dtype_t)r->extra[HVDS_SPARSE_META_INDEX]};
   j.format = r->extra[HVDS_SPARSE_META_FORMAT];
   j.forced = (hvds_sparse_algo_t)r->extra[HVDS_SPARSE_META_ALGO];
+  j.quant_bits = r->extra[HVDS_SPARSE_META_QBITS];
   timeline_start(&j);
   if (j.format == HVDS_SPARSE_DETECT) return run_detect(&j, x);
   hvds_entry_t* e = j.e;

@@ -3,7 +3,8 @@
  *
  * A sparse allreduce travels as one HVDS_MSG_SPARSE_ALLREDUCE request per rank. The request's
  * dtype, device and shape are the value dtype, device and dense shape; its extra carries
- * HVDS_SPARSE_META_COUNT ints (format, index dtype, forced algorithm) that rank 0 checks across
+ * HVDS_SPARSE_META_COUNT ints (format, index dtype, forced algorithm, quantization) that rank 0
+ * checks across
  * ranks like the shape. The response adds sizes = {dim, row}: the layout, so a rank that joined
  * (and has no entry) can take part with no entries. Sparse responses are never fused or cached.
  * A dense allreduce under sparse_detect travels the same way with format HVDS_SPARSE_DETECT.
@@ -28,7 +29,8 @@ enum {
   HVDS_SPARSE_META_FORMAT = 0, /* HVDS_SPARSE_COO, HVDS_SPARSE_ROWS or HVDS_SPARSE_DETECT */
   HVDS_SPARSE_META_INDEX = 1,  /* index dtype: HVDS_INT32 or HVDS_INT64 */
   HVDS_SPARSE_META_ALGO = 2,   /* hvds_sparse_algo_t; 0 (auto): the cost model picks */
-  HVDS_SPARSE_META_COUNT = 3
+  HVDS_SPARSE_META_QBITS = 3,  /* DSAR's allgather quantized to 2, 4 or 8 bits; 0 not */
+  HVDS_SPARSE_META_COUNT = 4
 };
 /* Format of a dense tensor allreduced under sparse_detect. */
 #define HVDS_SPARSE_DETECT 2

@@ -36,7 +36,8 @@ typedef struct hvds_entry {
   int32_t* ps_ranks;          /* PS_ADD: ranks of the new set, owned */
   int32_t ps_nranks;
   hvds_sparse_tensor_t sparse; /* SPARSE_ALLREDUCE: the caller's entries (caller's memory) */
-  int32_t sparse_meta[3];     /* SPARSE_ALLREDUCE: format, index dtype, algorithm (request extra) */
+  int32_t sparse_meta[4]; /* SPARSE_ALLREDUCE: format, index dtype, algorithm, quantization bits
+                             (the request's extra, HVDS_SPARSE_META_*) */
   int32_t sparse_dense_out;   /* SPARSE_ALLREDUCE: the result goes densely to output */
   hvds_alloc_fn alloc;
   void* alloc_ctx;

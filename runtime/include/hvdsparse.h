@@ -90,7 +90,7 @@ typedef void* (*hvds_alloc_fn)(void* ctx, hvds_dtype_t dtype, int32_t ndim, cons
  * against an older header (a smaller size) gets the defaults for the fields it does not have. */
 typedef struct {
   size_t size;             /* sizeof(hvds_op_options_t) */
-  uint32_t version;        /* 2 (1: up to alloc_ctx) */
+  uint32_t version;        /* 3 (1: up to alloc_ctx; 2: up to sparse_detect) */
   const char* name;        /* negotiation key, identical on every rank; required */
   int32_t process_set;     /* 0 is the global set */
   hvds_reduce_op_t op;     /* allreduce and reducescatter */
@@ -108,10 +108,14 @@ typedef struct {
                               ndim >= 2, elements for 1-D) and runs it as a sparse allreduce
                               when the cost model says that is cheaper; 0 never; -1
                               HVDSPARSE_SPARSE_DETECT's default (off) */
+  /* Version 3: */
+  int32_t sparse_quant_bits; /* sparse allreduce: 2, 4 or 8 quantizes the dense allgather of the
+                                DSAR algorithm (docs/compression.md); 0 full precision. Identical
+                                on every rank. */
 } hvds_op_options_t;
 
 #define HVDS_OP_OPTIONS_INIT \
-  { sizeof(hvds_op_options_t), 2, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1 }
+  { sizeof(hvds_op_options_t), 3, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1, 0 }
 
 /* ---- Lifecycle ---- */
 

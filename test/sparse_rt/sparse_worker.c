@@ -377,6 +377,9 @@ static void scenario_alloc(void) {
   }
 }
 
+/* sparse_quant_bits of the next start_small() calls. */
+static int32_t small_quant_bits_ = 0;
+
 /* Starts a sparse allreduce of a tiny COO tensor with the given tweaks. */
 static hvds_handle_t start_small(const char* name, layout_t l, const char* algo,
                                  hvds_reduce_op_t op, int64_t bad_index) {
@@ -400,6 +403,7 @@ static hvds_handle_t start_small(const char* name, layout_t l, const char* algo,
   o.name = name;
   o.op = op;
   o.sparse_algorithm = algo;
+  o.sparse_quant_bits = small_quant_bits_;
   hvds_handle_t h;
   CHECK_OK(hvds_sparse_allreduce_async(&t, NULL, &o, &h));
   return h;
@@ -409,7 +413,8 @@ static hvds_handle_t start_small(const char* name, layout_t l, const char* algo,
 typedef struct {
   const char* name;
   const char* text; /* expected in the message */
-  int what;         /* 0 shape, 1 dtype, 2 index type, 3 format, 4 algorithm, 5 op */
+  int what;         /* 0 shape, 1 dtype, 2 index type, 3 format, 4 algorithm, 5 op,
+                       6 quantization */
 } mismatch_t;
 
 /* Disagreements fail every rank with Horovod's text, naming the tensor and the ranks. */
@@ -421,6 +426,7 @@ static void errors_mismatch(void) {
       {"err.format", "Mismatched sparse formats", 3},
       {"err.algo", "Mismatched sparse allreduce algorithms", 4},
       {"err.op", "Mismatched reduction operation", 5},
+      {"err.quant", "Mismatched sparse quantization: One rank asked for", 6},
   };
   int odd = rank_ == size_ - 1 && size_ > 1;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -433,7 +439,9 @@ static void errors_mismatch(void) {
     if (odd && c->what == 3) l.format = HVDS_SPARSE_ROWS;
     const char* algo = c->what == 4 ? (odd ? "zen" : "allgather") : NULL;
     hvds_reduce_op_t op = odd && c->what == 5 ? HVDS_AVERAGE : HVDS_SUM;
+    small_quant_bits_ = c->what == 6 ? (odd ? 8 : 4) : 0;
     hvds_handle_t h = start_small(c->name, l, algo, op, -1);
+    small_quant_bits_ = 0;
     char where[64];
     snprintf(where, sizeof where, "[tensor: %s; ranks 0 and %d]", c->name, size_ - 1);
     if (size_ > 1)
@@ -476,6 +484,11 @@ static void errors_local(void) {
       !strstr(hvds_last_error(), "unknown algorithm"))
     FAIL("unknown algorithm accepted: %s", hvds_last_error());
   o.sparse_algorithm = NULL;
+  o.sparse_quant_bits = 3;
+  if (hvds_sparse_allreduce_async(&t, NULL, &o, &h) != HVDS_INVALID_ARGUMENT ||
+      !strstr(hvds_last_error(), "sparse_quant_bits must be 0, 2, 4 or 8, not 3"))
+    FAIL("quant_bits 3 accepted: %s", hvds_last_error());
+  o.sparse_quant_bits = 0;
   o.op = HVDS_MAX;
   if (hvds_sparse_allreduce_async(&t, NULL, &o, &h) != HVDS_NOT_SUPPORTED) FAIL("Max accepted");
   o.op = HVDS_SUM;
