@@ -5,8 +5,9 @@
  * straight into its place in buf; the block received at step k is the one forwarded at k+1.
  * Steps: P-1. Each rank receives every block but its own once.
  * Preconditions: bytes[] identical on every rank; this rank's block filled on entry.
- * Pipelining: each step moves its blocks in segments of the chunk size, the next segment posted
- * before the current one is waited for. Empty blocks send nothing.
+ * Pipelining: the steps run as one stream of chunk-size segments (hvds__ring_stream): a segment
+ * received at step k is forwarded at step k+1 without waiting for the rest of its block. Empty
+ * blocks send nothing.
  *
  * Blocks held for P = 4 (after the step):
  *
@@ -21,22 +22,6 @@
 
 #include "collectives.h"
 
-static hvds_result_t ring_steps(hvds_p2p_t* p, char* buf, const size_t* off, uint64_t tag,
-                                const hvds_p2p_seg_t* seg) {
-  int P = p->size, r = p->rank;
-  int right = (r + 1) % P, left = (r + P - 1) % P;
-  for (int k = 0; k < P - 1; k++) {
-    // Step k: forward block r-k (ours at k = 0, then the one just received); take block r-k-1.
-    int sb = ((r - k) % P + P) % P;
-    int rb = ((r - k - 1) % P + P) % P;
-    size_t sn = off[sb + 1] - off[sb], rn = off[rb + 1] - off[rb];
-    hvds_result_t rc = hvds__p2p_sendrecv_seg(p, right, sn ? buf + off[sb] : NULL, sn, left,
-                                              rn ? buf + off[rb] : NULL, rn, tag, seg);
-    if (rc != HVDS_SUCCESS) return rc;
-  }
-  return HVDS_SUCCESS;
-}
-
 hvds_result_t hvds__allgatherv(hvds_p2p_t* p, void* buf, const size_t* bytes,
                                const hvds_coll_opts_t* o) {
   if (p->size == 1) return HVDS_SUCCESS;
@@ -47,7 +32,7 @@ hvds_result_t hvds__allgatherv(hvds_p2p_t* p, void* buf, const size_t* bytes,
   hvds_result_t rc = HVDS_SUCCESS;
   if (off[p->size] > 0) {
     hvds_p2p_seg_t seg = {hvds__coll_segment(o, 1), NULL, HVDS_UINT8, HVDS_SUM};
-    rc = ring_steps(p, buf, off, o != NULL ? o->tag : 0, &seg);
+    rc = hvds__ring_stream(p, buf, off, 0, o != NULL ? o->tag : 0, &seg);
   }
   free(off);
   return rc;

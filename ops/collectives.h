@@ -40,6 +40,14 @@ hvds_result_t hvds__coll_check(hvds_p2p_t* p, hvds_dtype_t dtype, hvds_reduce_op
 /* Sets p->error to "<what>: out of memory" and returns HVDS_SYSTEM_ERROR. */
 hvds_result_t hvds__coll_nomem(hvds_p2p_t* p, const char* what);
 
+/* The ring's P-1 steps as one pipelined stream of segments (ring_stream.c): at step k this rank
+ * sends block (rank-k-shift) mod P to the right and receives block (rank-k-shift-1) mod P from
+ * the left, segment j of step k+1 leaving once segment j of step k has arrived. off[0..P] are
+ * the blocks' byte offsets; seg as for hvds__p2p_sendrecv_seg (with scratch: 2 segments, each
+ * arriving segment reduced into its block; without: it lands in place). */
+hvds_result_t hvds__ring_stream(hvds_p2p_t* p, void* buf, const size_t* off, int shift,
+                                uint64_t tag, const hvds_p2p_seg_t* seg);
+
 /* In-place allreduce of count elements of buf. */
 hvds_result_t hvds__allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                               hvds_reduce_op_t op, const hvds_coll_opts_t* o);

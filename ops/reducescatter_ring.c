@@ -7,8 +7,9 @@
  * Steps: P-1. Each rank sends and receives about (P-1)/P of the buffer.
  * Preconditions: op commutative and associative (every hvds op is); counts identical on every
  * rank. Results are identical on every rank's block: each element is reduced along one chain.
- * Pipelining: every step is cut into segments of the chunk size (hvds__p2p_sendrecv_seg); the
- * next segment is on the wire while the current one is reduced. Empty blocks send nothing.
+ * Pipelining: the steps run as one stream of chunk-size segments (hvds__ring_stream); the next
+ * segment is on the wire while the current one is reduced, across step boundaries too. Empty
+ * blocks send nothing.
  *
  * Ownership for P = 4 ("b2+1" = block 2 holding the sum of ranks 1 and 2's contributions):
  *
@@ -34,24 +35,6 @@ static size_t block_offsets(const size_t* counts, int nblocks, size_t* off) {
   return most;
 }
 
-/* The P-1 steps, with off[] and the segment scratch already set up. */
-static hvds_result_t ring_steps(hvds_p2p_t* p, char* buf, const size_t* off, size_t esize,
-                                uint64_t tag, const hvds_p2p_seg_t* seg) {
-  int P = p->size, r = p->rank;
-  int right = (r + 1) % P, left = (r + P - 1) % P;
-  for (int k = 0; k < P - 1; k++) {
-    // Step k: pass block r-k-1 on to the right; fold block r-k-2 arriving from the left.
-    int sb = ((r - k - 1) % P + P) % P;
-    int rb = ((r - k - 2) % P + P) % P;
-    size_t sn = off[sb + 1] - off[sb], rn = off[rb + 1] - off[rb];
-    hvds_result_t rc =
-        hvds__p2p_sendrecv_seg(p, right, sn ? buf + off[sb] * esize : NULL, sn * esize, left,
-                               rn ? buf + off[rb] * esize : NULL, rn * esize, tag, seg);
-    if (rc != HVDS_SUCCESS) return rc;
-  }
-  return HVDS_SUCCESS;
-}
-
 hvds_result_t hvds__reducescatter(hvds_p2p_t* p, void* buf, const size_t* counts,
                                   hvds_dtype_t dtype, hvds_reduce_op_t op,
                                   const hvds_coll_opts_t* o) {
@@ -73,8 +56,9 @@ hvds_result_t hvds__reducescatter(hvds_p2p_t* p, void* buf, const size_t* counts
     free(off);
     return hvds__coll_nomem(p, "reducescatter");
   }
+  for (int b = 0; b <= p->size; b++) off[b] *= esize;  // the stream takes byte offsets
   hvds_p2p_seg_t seg = {segb, scratch, dtype, op};
-  rc = ring_steps(p, buf, off, esize, o != NULL ? o->tag : 0, &seg);
+  rc = hvds__ring_stream(p, buf, off, 1, o != NULL ? o->tag : 0, &seg);
   free(scratch);
   free(off);
   return rc;

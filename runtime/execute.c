@@ -132,12 +132,13 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
 }
 
 /* Ring segment: the knob when set, else about four segments per block (so transfer and
- * reduction overlap) within 256 KiB..4 MiB; measured in docs/benchmarks.md. */
+ * reduction overlap) within 256 KiB..1 MiB; measured in docs/benchmarks.md (larger segments
+ * cost CPU-bound loopback nothing but delay the stream on shaped links). */
 size_t hvds__ring_chunk(size_t bytes, int nranks) {
   if (rt.ring_chunk_bytes > 0) return (size_t)rt.ring_chunk_bytes;
   size_t chunk = bytes / (size_t)(nranks > 0 ? nranks : 1) / 4;
   if (chunk < (256u << 10)) chunk = 256u << 10;
-  if (chunk > (4u << 20)) chunk = 4u << 20;
+  if (chunk > (1u << 20)) chunk = 1u << 20;
   return chunk;
 }
 

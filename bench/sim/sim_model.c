@@ -205,12 +205,12 @@ double hvds_sim_broadcast(const hvds_sim_net_t* n, int P, size_t bytes, size_t s
 
 /* ---- the runtime's choices ---- */
 
-/* execute.c's ring_chunk(): the knob, else a quarter of a block within 256 KiB..4 MiB. */
+/* execute.c's ring_chunk(): the knob, else a quarter of a block within 256 KiB..1 MiB. */
 static size_t ring_chunk(const hvds_sim_cfg_t* c, size_t bytes, int P) {
   if (c->ring_chunk_bytes > 0) return c->ring_chunk_bytes;
   size_t chunk = bytes / (size_t)(P > 0 ? P : 1) / 4;
   if (chunk < (256u << 10)) chunk = 256u << 10;
-  if (chunk > (4u << 20)) chunk = 4u << 20;
+  if (chunk > (1u << 20)) chunk = 1u << 20;
   return chunk;
 }
 

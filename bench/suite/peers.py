@@ -18,12 +18,16 @@ HOROVOD_RDV = os.path.join(ROOT, "bench", "peers", "horovod_rendezvous.py")
 RSH_AGENT = os.path.join(HERE, "netns_rsh.sh")
 
 IMPLS = ["hvdsparse", "gloo", "mpi-tcp", "mpi-default", "torch-gloo", "horovod"]
-# hvdsparse with one allreduce algorithm forced (HVDSPARSE_ALLREDUCE_ALGORITHM); not run unless
-# asked for (--impls), and not peers: the ratio tables leave them out.
-VARIANTS = {"hvdsparse-ring": "ring", "hvdsparse-rhd": "rhd"}
+# hvdsparse with one setting forced: an allreduce algorithm, or TCP where the default would take
+# shared memory (every rank on one host). Not run unless asked for (--impls), and not peers.
+VARIANTS = {"hvdsparse-ring": {"HVDSPARSE_ALLREDUCE_ALGORITHM": "ring"},
+            "hvdsparse-rhd": {"HVDSPARSE_ALLREDUCE_ALGORITHM": "rhd"},
+            "hvdsparse-tcp": {"HVDSPARSE_SHM": "0"}}
+# Variants whose ratios to the peers the tables give too.
+RATIO_VARIANTS = ["hvdsparse-tcp"]
 ORDER = IMPLS[:1] + list(VARIANTS) + IMPLS[1:]
 LABELS = {"hvdsparse": "hvdsparse", "hvdsparse-ring": "hvdsparse (ring forced)",
-          "hvdsparse-rhd": "hvdsparse (rhd forced)",
+          "hvdsparse-rhd": "hvdsparse (rhd forced)", "hvdsparse-tcp": "hvdsparse (TCP forced)",
           "gloo": "Gloo allreduce", "mpi-tcp": "Open MPI TCP",
           "mpi-default": "Open MPI default (shm)", "torch-gloo": "torch.distributed gloo",
           "horovod": "Horovod (gloo)"}
@@ -84,6 +88,7 @@ def available(impl, args):
     need = {"hvdsparse": os.path.join(b, "hvdsparse-perf"),
             "hvdsparse-ring": os.path.join(b, "hvdsparse-perf"),
             "hvdsparse-rhd": os.path.join(b, "hvdsparse-perf"),
+            "hvdsparse-tcp": os.path.join(b, "hvdsparse-perf"),
             "gloo": os.path.join(b, "gloo_allreduce_bench"),
             "mpi-tcp": os.path.join(b, "mpi_allreduce_bench"),
             "mpi-default": os.path.join(b, "mpi_allreduce_bench")}
@@ -120,8 +125,7 @@ def commands(impl, place, sweep, args, scratch):
         cmd += cl.launcher_flags() if cl else []
         cmd += [os.path.join(b, "hvdsparse-perf"), "allreduce", "-d", "float32", "-o", "sum"]
         env = dict(os.environ)  # the launcher forwards HVDSPARSE_* to every host
-        if impl in VARIANTS:
-            env["HVDSPARSE_ALLREDUCE_ALGORITHM"] = VARIANTS[impl]
+        env.update(VARIANTS.get(impl, {}))
         return [cmd + common], [env]
     if impl == "gloo":
         where = ["--iface", cl.iface] if cl else ["--host", "127.0.0.1"]

@@ -8,7 +8,7 @@ import statistics
 import sys
 
 from common import FIELDS, human
-from peers import LABELS, VARIANTS
+from peers import LABELS, RATIO_VARIANTS, VARIANTS
 
 
 def bound_s(hosts, nbytes, bps):
@@ -68,9 +68,11 @@ def loopback_tables(summary, order, reps):
                    [[str(k[1]), human(k[2])] +
                     [_cell(summary[k][i], reps) if i in summary[k] else "-" for i in impls]
                     for k in keys])
-    ratios = _table(["np", "size"] + [f"hvdsparse / {LABELS[p]}" for p in peers],
-                    [[str(k[1]), human(k[2])] + [_ratio(summary[k], "hvdsparse", p)
-                                                 for p in peers] for k in keys])
+    mine = ["hvdsparse"] + [v for v in RATIO_VARIANTS if v in impls]
+    pairs = [(m, p) for m in mine for p in peers]
+    ratios = _table(["np", "size"] + [f"{LABELS[m]} / {LABELS[p]}" for m, p in pairs],
+                    [[str(k[1]), human(k[2])] + [_ratio(summary[k], m, p) for m, p in pairs]
+                     for k in keys])
     return times, ratios
 
 

@@ -171,9 +171,9 @@ TEST(SimChoice, SameAsTheRuntimeRuleOverAGrid) {
 
 TEST(SimChoice, DefaultsAndKnobsAreTheRuntimes) {
   hvds_sim_cfg_t c = defaults();
-  EXPECT_EQ(c.rhd_max_bytes, size_t(16) << 20);  // params.def
-  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, 16 << 20), "rhd");
-  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, (16 << 20) + 4), "ring");
+  EXPECT_EQ(c.rhd_max_bytes, size_t(1) << 20);  // params.def
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, 1 << 20), "rhd");
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, (1 << 20) + 4), "ring");
   setenv("HVDSPARSE_RHD_MAX_BYTES", "1024", 1);
   setenv("HVDSPARSE_ALLREDUCE_ALGORITHM", "", 1);
   hvds__param_reload();
@@ -191,10 +191,11 @@ TEST(SimChoice, DefaultsAndKnobsAreTheRuntimes) {
 
 TEST(SimChoice, RingSegmentFollowsExecute) {
   hvds_sim_cfg_t c = defaults();
-  // A quarter of a block, clamped to 256 KiB..4 MiB.
+  // A quarter of a block, clamped to 256 KiB..1 MiB.
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 1 << 20, 4).chunk_bytes, size_t(256) << 10);
-  EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 8).chunk_bytes, size_t(2) << 20);
-  EXPECT_EQ(hvds_sim_runtime_opts(&c, size_t(1) << 30, 2).chunk_bytes, size_t(4) << 20);
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, 8 << 20, 4).chunk_bytes, size_t(512) << 10);
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 8).chunk_bytes, size_t(1) << 20);
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, size_t(1) << 30, 2).chunk_bytes, size_t(1) << 20);
   c.ring_chunk_bytes = 12345;
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 1 << 20, 4).chunk_bytes, 12345u);
 }
