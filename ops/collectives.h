@@ -34,6 +34,12 @@ typedef struct {
 /* The pipeline segment: o->chunk_bytes (default 1 MiB) rounded down to a multiple of esize,
  * at least one element. Identical on every rank for identical options. */
 size_t hvds__coll_segment(const hvds_coll_opts_t* o, size_t esize);
+/* The ring segment the runtime picks for an allreduce of bytes over P ranks on a link of
+ * beta seconds per byte (0: unknown): about four segments per block, so transfer and reduction
+ * overlap, within 256 KiB and a cap of what the link moves in 2 ms (256 KiB to 1 MiB). Small
+ * segments shorten the pipeline's fill on slow links; on fast or CPU-bound ones each message
+ * costs CPU, so they stay large. Measured in docs/benchmarks.md. */
+size_t hvds__coll_ring_segment(size_t bytes, int P, double beta);
 /* HVDS_SUCCESS when dtype is known and op has a kernel for it; else the error, with p->error
  * set. Used before any message is sent, so every rank fails the same way. */
 hvds_result_t hvds__coll_check(hvds_p2p_t* p, hvds_dtype_t dtype, hvds_reduce_op_t op);

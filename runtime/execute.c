@@ -131,15 +131,11 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
   if (hs != stack) free(hs);
 }
 
-/* Ring segment: the knob when set, else about four segments per block (so transfer and
- * reduction overlap) within 256 KiB..1 MiB; measured in docs/benchmarks.md (larger segments
- * cost CPU-bound loopback nothing but delay the stream on shaped links). */
+/* Ring segment: the knob when set, else the ops' rule for the link measured at init (identical
+ * on every rank: rank 0's probe is broadcast). */
 size_t hvds__ring_chunk(size_t bytes, int nranks) {
   if (rt.ring_chunk_bytes > 0) return (size_t)rt.ring_chunk_bytes;
-  size_t chunk = bytes / (size_t)(nranks > 0 ? nranks : 1) / 4;
-  if (chunk < (256u << 10)) chunk = 256u << 10;
-  if (chunk > (1u << 20)) chunk = 1u << 20;
-  return chunk;
+  return hvds__coll_ring_segment(bytes, nranks, rt.net_beta);
 }
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {

@@ -45,6 +45,8 @@ typedef struct {
   size_t ring_chunk_bytes; /* HVDSPARSE_RING_CHUNK_BYTES: forced segment, 0 = execute.c's rule */
   size_t fusion_bytes;     /* HVDSPARSE_FUSION_THRESHOLD: largest fused bucket */
   size_t cache_capacity;   /* HVDSPARSE_CACHE_CAPACITY: sets the negotiation vector's length */
+  double link_beta;        /* the link the runtime measured at init (s/B), for the ring segment;
+                              0: unknown (the runtime's rule then caps segments at 1 MiB) */
 } hvds_sim_cfg_t;
 
 /* Collectives the simulator models. */

@@ -71,7 +71,7 @@ static void print_params(const sim_opts_t* o) {
       "# alpha %g s, gamma %g s/B, copy %g s/B, runtime overhead %g s per collective; rhd up "
       "to %zu B, ring segment %s, fusion %zu B\n",
       o->alpha, o->gamma, o->copy, o->overhead, o->cfg.rhd_max_bytes,
-      o->cfg.ring_chunk_bytes ? "forced" : "1/4 block in 256 KiB..1 MiB", o->cfg.fusion_bytes);
+      o->cfg.ring_chunk_bytes ? "forced" : "1/4 block in 256 KiB..(2 ms of link, at most 1 MiB)", o->cfg.fusion_bytes);
 }
 
 /* ---- collective ---- */

@@ -1,7 +1,8 @@
 /* The dense collectives of ops/ as alpha-beta-gamma costs (sim.h).
  *
  * Each function walks the same steps as the algorithm file it names and prices every step with
- * hvds_sim_exchange(), the model of hvds__p2p_sendrecv_seg(). Steps are taken on the busiest rank:
+ * hvds_sim_exchange(), the model of hvds__p2p_sendrecv_seg(), or, for the ring phases, the whole
+ * phase with ring_stream(), the model of hvds__ring_stream(). Steps are taken on the busiest rank:
  * where ranks move blocks that differ by one element, the larger block is priced.
  *
  *   algorithm (file)               steps                    bytes per step (busiest rank)
@@ -49,6 +50,8 @@ void hvds_sim_cfg_runtime(hvds_sim_cfg_t* c) {
   c->ring_chunk_bytes = chunk > 0 ? (size_t)chunk : 0;
   c->fusion_bytes = fusion > 0 ? (size_t)fusion : 0;
   c->cache_capacity = cache > 0 ? (size_t)cache : 0;
+  double gbps = hvds__param_dbl(HVDS_PARAM_NET_GBPS);  // else the simulated link's (runtime_coll)
+  c->link_beta = gbps > 0 ? 8.0 / (gbps * 1e9) : 0;
 }
 
 hvds_sim_net_t hvds_sim_net_at(double rate_gbit, double alpha, double gamma) {
@@ -86,6 +89,31 @@ double hvds_sim_exchange(const hvds_sim_net_t* n, size_t sbytes, size_t rbytes, 
   return red_end;
 }
 
+/* The P-1 steps of a ring phase as one stream (ring_stream.c): unit u = segment j of step k is
+ * posted when unit u-2 has finished (two in flight) and, from step 1 on, when segment j of step
+ * k-1 has arrived and been reduced (it is what unit u sends). Every rank runs the same schedule,
+ * so the neighbour's send of a unit leaves when this rank's does. */
+static double ring_stream(const hvds_sim_net_t* n, int steps, size_t block, size_t seg,
+                          int reduce) {
+  if (steps <= 0 || block == 0) return 0;
+  if (seg == 0 || seg > block) seg = block;
+  size_t nseg = (block + seg - 1) / seg, units = (size_t)steps * nseg;
+  double g = reduce ? n->gamma * (n->cpu_share > 1 ? n->cpu_share : 1) : 0;
+  double* done = malloc(units * sizeof(double));
+  if (done == NULL) return -1;
+  double link_free = 0, prev_done = 0;
+  for (size_t u = 0; u < units; u++) {
+    size_t j = u % nseg, len = seg_len(block, seg, j);
+    double post = u >= 2 ? done[u - 2] : 0;
+    if (u >= nseg) post = max_d(post, done[u - nseg]);
+    link_free = max_d(post, link_free) + (double)len * n->beta;
+    done[u] = max_d(link_free + n->alpha, prev_done) + (double)len * g;
+    prev_done = done[u];
+  }
+  free(done);
+  return prev_done;
+}
+
 /* ---- allreduce: ring ---- */
 
 int hvds_sim_ring_steps(int P, size_t count) { return (P <= 1 || count == 0) ? 0 : 2 * (P - 1); }
@@ -94,13 +122,13 @@ double hvds_sim_reducescatter(const hvds_sim_net_t* n, int P, size_t count, size
                               size_t seg) {
   if (P <= 1 || count == 0) return 0;
   size_t block = (count / (size_t)P + (count % (size_t)P ? 1 : 0)) * esize;
-  return (P - 1) * hvds_sim_exchange(n, block, block, seg, 1);
+  return ring_stream(n, P - 1, block, seg, 1);
 }
 
 double hvds_sim_allgather(const hvds_sim_net_t* n, int P, size_t total, size_t seg) {
   if (P <= 1 || total == 0) return 0;
   size_t block = total / (size_t)P + (total % (size_t)P ? 1 : 0);
-  return (P - 1) * hvds_sim_exchange(n, block, block, seg, 0);
+  return ring_stream(n, P - 1, block, seg, 0);
 }
 
 double hvds_sim_ring_allreduce(const hvds_sim_net_t* n, int P, size_t count, size_t esize,
@@ -109,8 +137,7 @@ double hvds_sim_ring_allreduce(const hvds_sim_net_t* n, int P, size_t count, siz
   // allreduce_ring.c: blocks of count/P elements, the first count % P one longer; the
   // allgather moves the same blocks as bytes.
   size_t block = (count / (size_t)P + (count % (size_t)P ? 1 : 0)) * esize;
-  return hvds_sim_reducescatter(n, P, count, esize, seg) +
-         (P - 1) * hvds_sim_exchange(n, block, block, seg, 0);
+  return hvds_sim_reducescatter(n, P, count, esize, seg) + ring_stream(n, P - 1, block, seg, 0);
 }
 
 /* ---- allreduce: recursive halving-doubling ---- */
@@ -205,13 +232,10 @@ double hvds_sim_broadcast(const hvds_sim_net_t* n, int P, size_t bytes, size_t s
 
 /* ---- the runtime's choices ---- */
 
-/* execute.c's ring_chunk(): the knob, else a quarter of a block within 256 KiB..1 MiB. */
+/* execute.c's ring_chunk(): the knob, else the ops' rule for the link. */
 static size_t ring_chunk(const hvds_sim_cfg_t* c, size_t bytes, int P) {
   if (c->ring_chunk_bytes > 0) return c->ring_chunk_bytes;
-  size_t chunk = bytes / (size_t)(P > 0 ? P : 1) / 4;
-  if (chunk < (256u << 10)) chunk = 256u << 10;
-  if (chunk > (1u << 20)) chunk = 1u << 20;
-  return chunk;
+  return hvds__coll_ring_segment(bytes, P, c->link_beta);
 }
 
 hvds_coll_opts_t hvds_sim_runtime_opts(const hvds_sim_cfg_t* c, size_t bytes, int P) {
@@ -255,7 +279,9 @@ double hvds_sim_runtime_coll(const hvds_sim_net_t* n, const hvds_sim_cfg_t* c, h
   if (algo != NULL) *algo = "ring";
   switch (coll) {
     case HVDS_SIM_ALLREDUCE: {
-      hvds_coll_opts_t o = hvds_sim_runtime_opts(c, bytes, P);
+      hvds_sim_cfg_t linked = *c;  // the runtime sizes ring segments for the link it measured
+      if (linked.link_beta <= 0) linked.link_beta = n->beta;
+      hvds_coll_opts_t o = hvds_sim_runtime_opts(&linked, bytes, P);
       return t + hvds_sim_allreduce(n, P, bytes / esize, esize, &o, algo);
     }
     case HVDS_SIM_REDUCESCATTER:

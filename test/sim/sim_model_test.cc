@@ -73,9 +73,9 @@ TEST(SimRing, HandComputedAtFourRanks) {
 }
 
 TEST(SimRing, MatchesTheTextbookFormula) {
-  // 2(P-1) alpha + 2(P-1)/P n beta + (P-1)/P n gamma when P divides the vector: with one segment
-  // per step, or with any segment longer to transfer than alpha when gamma is 0 (transfers then
-  // run back to back).
+  // 2(P-1) alpha + 2(P-1)/P n beta + (P-1)/P n gamma when P divides the vector, with one segment
+  // per step (each step waits for the previous one's arrival). With segments longer to transfer
+  // than alpha and gamma 0 the stream runs back to back across steps: one alpha per phase.
   for (int P : {2, 3, 4, 8, 16, 100, 1024}) {
     size_t count = size_t(P) * 3000, bytes = count * 4;
     auto n = net();
@@ -83,7 +83,7 @@ TEST(SimRing, MatchesTheTextbookFormula) {
     EXPECT_NEAR(hvds_sim_ring_allreduce(&n, P, count, 4, kBig), want, want * 1e-12) << P;
     n.gamma = 0;
     n.alpha = 0.5e-6;  // a 1000-byte segment takes 1 us
-    want = 2.0 * (P - 1) * n.alpha + 2.0 * (P - 1) / P * bytes * kB;
+    want = 2.0 * n.alpha + 2.0 * (P - 1) / P * bytes * kB;
     EXPECT_NEAR(hvds_sim_ring_allreduce(&n, P, count, 4, 1000), want, want * 1e-12) << P;
   }
 }
@@ -191,11 +191,19 @@ TEST(SimChoice, DefaultsAndKnobsAreTheRuntimes) {
 
 TEST(SimChoice, RingSegmentFollowsExecute) {
   hvds_sim_cfg_t c = defaults();
-  // A quarter of a block, clamped to 256 KiB..1 MiB.
+  // A quarter of a block, clamped to 256 KiB..1 MiB (link unknown), or to what the link moves
+  // in 2 ms (256 KiB at 1 Gbit/s).
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 1 << 20, 4).chunk_bytes, size_t(256) << 10);
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 8 << 20, 4).chunk_bytes, size_t(512) << 10);
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 8).chunk_bytes, size_t(1) << 20);
   EXPECT_EQ(hvds_sim_runtime_opts(&c, size_t(1) << 30, 2).chunk_bytes, size_t(1) << 20);
+  c.link_beta = 8e-9;  // 1 Gbit/s
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 4).chunk_bytes, size_t(256) << 10);
+  c.link_beta = 8e-9 / 3;  // 3 Gbit/s: 750 KB in 2 ms, rounded down to 64 KiB
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 4).chunk_bytes, size_t(704) << 10);
+  c.link_beta = 8e-10;  // 10 Gbit/s
+  EXPECT_EQ(hvds_sim_runtime_opts(&c, 64 << 20, 4).chunk_bytes, size_t(1) << 20);
+  c.link_beta = 0;
   c.ring_chunk_bytes = 12345;
   EXPECT_EQ(hvds_sim_runtime_opts(&c, 1 << 20, 4).chunk_bytes, 12345u);
 }
