@@ -1,5 +1,5 @@
 /* Calibration: gamma from a local timing of the reduction kernel; the runtime overhead and alpha
- * by least squares over the small allreduces at the smallest rank count, alpha at each larger
+ * by a robust line fit over the small allreduces at the smallest rank count, alpha at each larger
  * count over its own small allreduces; beta from the largest allreduce at the smallest count;
  * then the model's prediction for every measured row (sim.h).
  */
@@ -137,39 +137,55 @@ static void small_terms(const hvds_sim_obs_t* r, const hvds_sim_cfg_t* c,
   *y = r->measured_s - t0;
 }
 
-/* Overhead and alpha at rank count P by least squares; -1 when the rows do not tell them apart. */
+#define MAX_SMALL 64 /* small rows per rank count taken into a fit */
+
+static double median_of(double* v, int k) {
+  qsort(v, (size_t)k, sizeof *v, cmp_double);
+  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+/* The small rows at P as (m, y) pairs, marked as used; returns how many. */
+static int small_rows(hvds_sim_obs_t* rows, int n, int P, const hvds_sim_cfg_t* c,
+                      const hvds_sim_fit_opts_t* f, double* m, double* y) {
+  int k = 0;
+  for (int i = 0; i < n && k < MAX_SMALL; i++) {
+    if (rows[i].P != P || !is_small(&rows[i], f)) continue;
+    small_terms(&rows[i], c, f, &m[k], &y[k]);
+    rows[i].used_in_fit = 1;
+    k++;
+  }
+  return k;
+}
+
+/* Overhead and alpha at rank count P as a robust line (Theil-Sen: the median of the pairwise
+ * slopes, then the median intercept), so that one slow row (a first operation's set-up, a
+ * scheduling stall) does not move the line; -1 when the rows do not tell them apart. */
 static int fit_base(hvds_sim_obs_t* rows, int n, int P, const hvds_sim_cfg_t* c,
                     const hvds_sim_fit_opts_t* f, double* alpha, double* overhead) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, m, y;
-  int k = 0;
-  for (int i = 0; i < n; i++) {
-    if (rows[i].P != P || !is_small(&rows[i], f)) continue;
-    small_terms(&rows[i], c, f, &m, &y);
-    sx += m, sy += y, sxx += m * m, sxy += m * y, k++;
-    rows[i].used_in_fit = 1;
-  }
-  double det = k * sxx - sx * sx;
-  if (k < 2 || det <= 1e-9 * k * sxx) return -1;
-  *alpha = (k * sxy - sx * sy) / det;
+  double m[MAX_SMALL], y[MAX_SMALL], slopes[MAX_SMALL * (MAX_SMALL - 1) / 2], rest[MAX_SMALL];
+  int k = small_rows(rows, n, P, c, f, m, y), ns = 0;
+  for (int i = 0; i < k; i++)
+    for (int j = i + 1; j < k; j++)
+      if (fabs(m[j] - m[i]) > 1e-9) slopes[ns++] = (y[j] - y[i]) / (m[j] - m[i]);
+  if (k < 2 || ns == 0) return -1;
+  *alpha = median_of(slopes, ns);
   if (*alpha < 0) *alpha = 0;
-  *overhead = (sy - *alpha * sx) / k;
+  for (int i = 0; i < k; i++) rest[i] = y[i] - *alpha * m[i];
+  *overhead = median_of(rest, k);
   if (*overhead < 0) *overhead = 0;
   return 0;
 }
 
-/* Alpha at P with the overhead known: least squares through the overhead. */
+/* Alpha at P with the overhead known: the median over the small rows, for the same reason. */
 static double fit_alpha(hvds_sim_obs_t* rows, int n, int P, const hvds_sim_cfg_t* c,
                         const hvds_sim_fit_opts_t* f, double overhead, int* found) {
-  double smy = 0, smm = 0, m, y;
-  *found = 0;
-  for (int i = 0; i < n; i++) {
-    if (rows[i].P != P || !is_small(&rows[i], f)) continue;
-    small_terms(&rows[i], c, f, &m, &y);
-    smy += m * (y - overhead), smm += m * m;
-    rows[i].used_in_fit = 1;
-    *found = 1;
-  }
-  return smm > 0 && smy > 0 ? smy / smm : 0;
+  double m[MAX_SMALL], y[MAX_SMALL], a[MAX_SMALL];
+  int k = small_rows(rows, n, P, c, f, m, y), na = 0;
+  *found = k > 0;
+  for (int i = 0; i < k; i++)
+    if (m[i] > 0) a[na++] = (y[i] - overhead) / m[i];
+  double alpha = na > 0 ? median_of(a, na) : 0;
+  return alpha > 0 ? alpha : 0;
 }
 
 int hvds_sim_fit(hvds_sim_obs_t* rows, int n, const hvds_sim_cfg_t* c, const hvds_sim_fit_opts_t* f,
