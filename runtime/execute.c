@@ -138,6 +138,35 @@ size_t hvds__ring_chunk(size_t bytes, int nranks) {
   return hvds__coll_ring_segment(bytes, nranks, rt.net_beta);
 }
 
+/* A fused allreduce straight through the host's shared segment: every tensor is copied from
+ * its input into the segment and from there to its output, with no fusion buffer between. */
+static hvds_result_t allreduce_pieces(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_dtype_t dt = (hvds_dtype_t)r->dtype;
+  size_t esz = hvds_dtype_size(dt);
+  hvds_shm_piece_t stack[64], *pc = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof *pc);
+  if (pc == NULL) {
+    finish_all(x, HVDS_SYSTEM_ERROR, "out of memory for the fused allreduce's tensor list");
+    return HVDS_SUCCESS; /* as a failed fusion buffer: the other ranks fail in the collective */
+  }
+  for (int32_t i = 0; i < x->n; i++) {
+    hvds_entry_t* e = x->entries[i];  // NULL: this rank joined; it contributes zeros
+    pc[i] = (hvds_shm_piece_t){e ? e->input.data : NULL, e ? e->output.data : NULL,
+                               (size_t)r->sizes[i] * esz};
+  }
+  hvds__tl_activity(r, "SHM_ALLREDUCE");
+  hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
+  hvds_result_t rc = hvds__hier_allreduce_pieces(s, pc, x->n, dt, op);
+  hvds__tl_activity(r, NULL);
+  if (pc != stack) free(pc);
+  if (rc != HVDS_SUCCESS) return rc;
+  double post = hvds__post_factor(s, r);
+  for (int32_t i = 0; i < x->n; i++)
+    if (x->entries[i]) hvds__scale(x->entries[i]->output.data, (size_t)r->sizes[i], dt, post);
+  hvds__tl_end(r, x);
+  finish_all(x, HVDS_SUCCESS, NULL);
+  return HVDS_SUCCESS;
+}
+
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
@@ -155,6 +184,8 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   void* buf;
   hvds_entry_t* e0 = x->entries[0];
   int single = x->n == 1 && e0 != NULL;
+  if (!single && r->prescale == 1.0 && hvds__hier_segment_only(s))
+    return allreduce_pieces(s, r, x);
   if (single) {
     /* No fusion copy: reduce in the caller's output. */
     buf = e0->output.data;

@@ -180,6 +180,18 @@ static hvds_result_t hier_two_hosts(hvds_pset_t* s, char* buf, size_t count, hvd
   return rc;
 }
 
+int hvds__hier_segment_only(const hvds_pset_t* s) {
+  return s->id == 0 &&
+         (rt.hier_mode == HVDS_HIER_LOCAL_ONLY || rt.hier_mode == HVDS_HIER_SHM_WORLD);
+}
+
+hvds_result_t hvds__hier_allreduce_pieces(hvds_pset_t* s, const hvds_shm_piece_t* pieces, int n,
+                                          hvds_dtype_t dtype, hvds_reduce_op_t op) {
+  hvds_p2p_t* p = rt.hier_mode == HVDS_HIER_SHM_WORLD ? rt.world : rt.local;
+  hvds_result_t rc = hvds__shm_allreduce_pieces(p, pieces, n, dtype, op);
+  return rc == HVDS_SUCCESS ? rc : phase_failed(s, p, "shared memory segment", rc);
+}
+
 hvds_result_t hvds__hier_allreduce(hvds_pset_t* s, void* buf, size_t count, hvds_dtype_t dtype,
                                    hvds_reduce_op_t op, const hvds_coll_opts_t* o) {
   if (rt.hier_mode == HVDS_HIER_LOCAL_ONLY || rt.hier_mode == HVDS_HIER_SHM_WORLD) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "collectives.h"
+#include "shm/shm_p2p.h"
 #include "state.h"
 
 /* How the global set's allreduce runs (rt.hier_mode). */
@@ -40,5 +41,15 @@ int hvds__hier_wanted(const hvds_pset_t* s, size_t bytes);
  * operation. On failure s->comm->error says which phase failed and why. Coordinator thread. */
 hvds_result_t hvds__hier_allreduce(hvds_pset_t* s, void* buf, size_t count, hvds_dtype_t dtype,
                                    hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+
+/* 1 when the global set's allreduces go straight through one shared segment (every rank on
+ * this host): then a fused allreduce can skip the fusion buffer (hvds__hier_allreduce_pieces). */
+int hvds__hier_segment_only(const hvds_pset_t* s);
+
+/* The fused allreduce of the pieces' concatenation through the segment, each tensor copied
+ * from its input into the segment and from the segment to its output (hvds__shm_allreduce_pieces).
+ * Only when hvds__hier_segment_only(s). */
+hvds_result_t hvds__hier_allreduce_pieces(hvds_pset_t* s, const hvds_shm_piece_t* pieces, int n,
+                                          hvds_dtype_t dtype, hvds_reduce_op_t op);
 
 #endif /* HVDS_HIERARCHY_H_ */

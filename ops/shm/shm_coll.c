@@ -148,27 +148,72 @@ static char* slot(shm_t* s, int q, uint64_t round) {
   return s->coll + (size_t)q * s->coll_bytes + (size_t)(round % 2) * (s->coll_bytes / 2);
 }
 
+/* The caller's tensors as one byte range [0, total): piece i covers the next pieces[i].bytes. A
+ * round copies its range in from the inputs and the result out to the outputs, so a fused
+ * allreduce needs no fusion buffer: each byte is copied in once and out once. */
+typedef struct {
+  const hvds_shm_piece_t* v;
+  int n;
+} pieces_t;
+
+/* Runs body for every piece's part of [off, off + len) with pc (the piece), in_piece (offset in
+ * it), bytes and in_range (offset in [off, off + len)). body must not break or continue. */
+#define FOR_PIECES(L, off, len, body)                                              \
+  do {                                                                             \
+    size_t at_ = 0;                                                                \
+    for (int i_ = 0; i_ < (L)->n && at_ < (off) + (len); i_++) {                  \
+      size_t b_ = (L)->v[i_].bytes;                                                \
+      size_t lo_ = (off) > at_ ? (off) : at_;                                      \
+      size_t hi_ = (off) + (len) < at_ + b_ ? (off) + (len) : at_ + b_;            \
+      if (hi_ > lo_) {                                                             \
+        const hvds_shm_piece_t* pc = &(L)->v[i_];                                  \
+        size_t in_piece = lo_ - at_, bytes = hi_ - lo_, in_range = lo_ - (off);    \
+        body;                                                                      \
+      }                                                                            \
+      at_ += b_;                                                                   \
+    }                                                                              \
+  } while (0)
+
+static void gather(const pieces_t* L, size_t off, size_t len, char* dst) {
+  FOR_PIECES(L, off, len, {
+    if (pc->in != NULL)
+      memcpy(dst + in_range, (const char*)pc->in + in_piece, bytes);
+    else
+      memset(dst + in_range, 0, bytes);  // a rank without this tensor contributes zeros
+  });
+}
+
+static void scatter(const pieces_t* L, size_t off, size_t len, const char* src) {
+  FOR_PIECES(L, off, len, {
+    if (pc->out != NULL) memcpy((char*)pc->out + in_piece, src + in_range, bytes);
+  });
+}
+
 /* The rest of a small round: every rank reduces the whole round itself, from every slot in rank
- * order (so every rank computes identical bits), which spares the wait for the reducers. */
-static hvds_result_t direct_rest(shm_t* s, char* buf, size_t n, size_t esz, hvds_dtype_t dtype,
-                                 hvds_reduce_op_t op, uint64_t R) {
+ * order (so every rank computes identical bits), into the outputs, which spares the wait for the
+ * reducers. */
+static hvds_result_t direct_rest(shm_t* s, const pieces_t* L, size_t off, size_t n, size_t esz,
+                                 hvds_dtype_t dtype, hvds_reduce_op_t op, uint64_t R) {
   hvds_result_t rc = HVDS_SUCCESS;
   for (int q = 0; q < s->p->size && rc == HVDS_SUCCESS; q++) {
     rc = wait_for(s, q, ARRIVED, R + 1);
     if (rc != HVDS_SUCCESS) break;
-    if (q == 0) {
-      memcpy(buf, slot(s, 0, R), n * esz);
-    } else {
-      rc = hvds__reduce(buf, slot(s, q, R), n, dtype, op);
-    }
+    const char* from = slot(s, q, R);
+    FOR_PIECES(L, off, n * esz, {
+      char* to = pc->out != NULL ? (char*)pc->out + in_piece : NULL;
+      if (to != NULL && q == 0)
+        memcpy(to, from + in_range, bytes);
+      else if (to != NULL && rc == HVDS_SUCCESS)
+        rc = hvds__reduce(to, from + in_range, bytes / esz, dtype, op);
+    });
   }
   if (rc == HVDS_SUCCESS) publish(s, DONE, R + 1);
   return rc;
 }
 
-/* One round: n elements of buf (already offset). */
-static hvds_result_t one_round(shm_t* s, char* buf, size_t n, size_t esz, hvds_dtype_t dtype,
-                               hvds_reduce_op_t op) {
+/* One round: n elements starting at byte off of the pieces. */
+static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n, size_t esz,
+                               hvds_dtype_t dtype, hvds_reduce_op_t op) {
   int P = s->p->size, me = s->p->rank;
   uint64_t R = s->round++;
   hvds_result_t rc = HVDS_SUCCESS;
@@ -177,9 +222,9 @@ static hvds_result_t one_round(shm_t* s, char* buf, size_t n, size_t esz, hvds_d
   if (rc != HVDS_SUCCESS) return rc;
   // 1. Copy in.
   char* mine = slot(s, me, R);
-  memcpy(mine, buf, n * esz);
+  gather(L, off, n * esz, mine);
   publish(s, ARRIVED, R + 1);
-  if (n * esz <= SHM_COLL_DIRECT_MAX) return direct_rest(s, buf, n, esz, dtype, op, R);
+  if (n * esz <= SHM_COLL_DIRECT_MAX) return direct_rest(s, L, off, n, esz, dtype, op, R);
   // 2. Reduce part `me` over every rank's slot, starting after this rank.
   size_t lo = n * (size_t)me / (size_t)P, hi = n * (size_t)(me + 1) / (size_t)P;
   for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
@@ -196,24 +241,51 @@ static hvds_result_t one_round(shm_t* s, char* buf, size_t n, size_t esz, hvds_d
     size_t qlo = n * (size_t)q / (size_t)P, qhi = n * (size_t)(q + 1) / (size_t)P;
     rc = wait_for(s, q, REDUCED, R + 1);
     if (rc == HVDS_SUCCESS && qhi > qlo)
-      memcpy(buf + qlo * esz, slot(s, q, R) + qlo * esz, (qhi - qlo) * esz);
+      scatter(L, off + qlo * esz, (qhi - qlo) * esz, slot(s, q, R) + qlo * esz);
   }
   if (rc == HVDS_SUCCESS) publish(s, DONE, R + 1);
   return rc;
 }
 
-hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
-                                  hvds_reduce_op_t op) {
+hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
+                                         int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op) {
   if (!hvds__shm_p2p_is(p)) return HVDS_INVALID_ARGUMENT;
   hvds_result_t rc = hvds__coll_check(p, dtype, op);
-  if (rc != HVDS_SUCCESS || count == 0 || p->size == 1) return rc;
+  size_t esz = hvds__dtype_bytes(dtype), total = 0;
+  for (int i = 0; i < npieces; i++) {
+    if (rc == HVDS_SUCCESS && pieces[i].bytes % esz != 0) {
+      snprintf(p->error, sizeof p->error, "shared memory allreduce: piece %d of %zu bytes is not "
+               "a whole number of %zu-byte elements", i, pieces[i].bytes, esz);
+      rc = HVDS_INVALID_ARGUMENT;
+    }
+    total += pieces[i].bytes;
+  }
+  size_t count = esz ? total / esz : 0;
+  if (rc != HVDS_SUCCESS || p->size == 1) {
+    // One rank: the result is the input.
+    for (int i = 0; rc == HVDS_SUCCESS && i < npieces; i++)
+      if (pieces[i].out != NULL && pieces[i].out != pieces[i].in && pieces[i].bytes > 0) {
+        if (pieces[i].in != NULL)
+          memmove(pieces[i].out, pieces[i].in, pieces[i].bytes);
+        else
+          memset(pieces[i].out, 0, pieces[i].bytes);
+      }
+    return rc;
+  }
+  if (count == 0) return HVDS_SUCCESS;
   shm_t* s = (shm_t*)p->impl;
   if ((rc = hvds__shm_check_remote(s)) != HVDS_SUCCESS) return rc;
-  size_t esz = hvds__dtype_bytes(dtype);
+  pieces_t L = {pieces, npieces};
   size_t per_round = s->coll_bytes / 2 / esz;
   for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {
     size_t n = count - first < per_round ? count - first : per_round;
-    rc = one_round(s, (char*)buf + first * esz, n, esz, dtype, op);
+    rc = one_round(s, &L, first * esz, n, esz, dtype, op);
   }
   return rc;
+}
+
+hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                                  hvds_reduce_op_t op) {
+  hvds_shm_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
+  return hvds__shm_allreduce_pieces(p, &whole, 1, dtype, op);
 }

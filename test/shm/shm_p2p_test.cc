@@ -106,6 +106,51 @@ TEST_P(ShmRanks, Collectives) {
   Run([&](int rank, hvds_p2p_t* p, Gate&) { RunCollectives(rank, p); });
 }
 
+// A fused allreduce straight from and to the tensors: pieces of odd sizes across round
+// boundaries (tiny slots), a rank without one tensor (zeros), a result nobody wants (NULL out),
+// out of place and in place, against the contiguous allreduce of the same data.
+TEST_P(ShmRanks, SegmentAllreducePieces) {
+  const int n = std::get<0>(GetParam());
+  Run([&](int rank, hvds_p2p_t* p, Gate&) {
+    const size_t sizes[] = {1, 0, 1000, 37, size_t{3} << 18, 5};
+    const int np = sizeof sizes / sizeof sizes[0];
+    std::vector<std::vector<float>> in(np), out(np);
+    std::vector<hvds_shm_piece_t> pieces(np);
+    std::vector<float> whole;
+    for (int t = 0; t < np; t++) {
+      in[t].resize(sizes[t]);
+      for (size_t i = 0; i < sizes[t]; i++) in[t][i] = In(rank, i + 7 * t);
+      bool absent = t == 2 && rank == n - 1;  // this rank contributes zeros to tensor 2
+      for (size_t i = 0; i < sizes[t]; i++) whole.push_back(absent ? 0.0f : in[t][i]);
+      out[t].assign(sizes[t], -1.0f);
+      bool in_place = t % 2 == 1;
+      pieces[t] = {absent ? nullptr : in[t].data(),
+                   t == 5 ? nullptr : (in_place ? in[t].data() : out[t].data()),
+                   sizes[t] * sizeof(float)};
+    }
+    ASSERT_EQ(hvds__shm_allreduce_pieces(p, pieces.data(), np, HVDS_FLOAT32, HVDS_SUM),
+              HVDS_SUCCESS)
+        << p->error;
+    ASSERT_EQ(hvds__shm_allreduce(p, whole.data(), whole.size(), HVDS_FLOAT32, HVDS_SUM),
+              HVDS_SUCCESS)
+        << p->error;
+    size_t at = 0;
+    for (int t = 0; t < np; t++) {
+      const std::vector<float>& got = t % 2 == 1 ? in[t] : out[t];
+      for (size_t i = 0; i < sizes[t]; i++) {
+        if (t == 5)
+          ASSERT_EQ(out[t][i], -1.0f) << "an unwanted result was written";
+        else
+          ASSERT_EQ(got[i], whole[at + i]) << "tensor " << t << " element " << i;
+      }
+      at += sizes[t];
+    }
+    hvds_shm_piece_t odd = {in[0].data(), out[0].data(), 3};  // not whole floats
+    EXPECT_EQ(hvds__shm_allreduce_pieces(p, &odd, 1, HVDS_FLOAT32, HVDS_SUM),
+              HVDS_INVALID_ARGUMENT);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmRanks,
                          ::testing::Combine(::testing::Values(2, 3, 4, 5),
                                             ::testing::Values(false, true)),
