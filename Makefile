@@ -55,8 +55,12 @@ bench: build
 	  $(if $(BENCH_HOROVOD_PYTHON),--horovod-python $(BENCH_HOROVOD_PYTHON)) $(BENCH_ARGS)
 	$(if $(BENCH_QUICK),,bench/fusion_step.sh $(BUILD) 5)
 
+# HWLOC_COMPONENTS=-pci: hwloc's PCI plugin leaks a few allocations of libpciaccess and is unloaded
+# before LeakSanitizer reports, so the leak cannot be suppressed by name; the tests read no PCI
+# devices (GPU placement is tested from XML topologies).
 test-asan: deps
-	@$(MAKE) --no-print-directory test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DHVDS_SANITIZE=ON"
+	@HWLOC_COMPONENTS=-pci $(MAKE) --no-print-directory test BUILD=build-asan \
+	  CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DHVDS_SANITIZE=ON"
 
 clean:
 	rm -rf $(BUILD) build-asan $(BUILD).configure.log build-asan.configure.log

@@ -100,11 +100,12 @@ HVDS_HD T combine(T a, T b) {
   }
 }
 
-/* Integer scaling: multiply in double, truncate toward zero, saturate to [lo, hi], NaN -> 0. */
+/* Integer scaling: multiply in double, truncate toward zero, saturate to [lo, hi], NaN -> 0.
+ * The bounds stay integers: (double)INT64_MAX is 2^63, which does not convert back to int64. */
 template <class T>
-HVDS_HD T scale_int(T v, double f, double lo, double hi) {
+HVDS_HD T scale_int(T v, double f, T lo, T hi) {
   double x = trunc((double)v * f);
-  return x != x ? (T)0 : x <= lo ? (T)lo : x >= hi ? (T)hi : (T)x;
+  return x != x ? (T)0 : x <= (double)lo ? lo : x >= (double)hi ? hi : (T)x;
 }
 
 /* v * f as hvds__scale() computes it. */
@@ -119,18 +120,18 @@ HVDS_HD T scale(T v, double f) {
   } else if constexpr (std::is_same<T, double>::value) {
     return v * f;
   } else if constexpr (std::is_same<T, uint8_t>::value) {
-    return scale_int(v, f, 0.0, (double)UINT8_MAX);
+    return scale_int<T>(v, f, 0, UINT8_MAX);
   } else if constexpr (std::is_same<T, int8_t>::value) {
-    return scale_int(v, f, (double)INT8_MIN, (double)INT8_MAX);
+    return scale_int<T>(v, f, INT8_MIN, INT8_MAX);
   } else if constexpr (std::is_same<T, uint16_t>::value) {
-    return scale_int(v, f, 0.0, (double)UINT16_MAX);
+    return scale_int<T>(v, f, 0, UINT16_MAX);
   } else if constexpr (std::is_same<T, int16_t>::value) {
-    return scale_int(v, f, (double)INT16_MIN, (double)INT16_MAX);
+    return scale_int<T>(v, f, INT16_MIN, INT16_MAX);
   } else if constexpr (std::is_same<T, int32_t>::value) {
-    return scale_int(v, f, (double)INT32_MIN, (double)INT32_MAX);
+    return scale_int<T>(v, f, INT32_MIN, INT32_MAX);
   } else {
     static_assert(std::is_same<T, int64_t>::value, "unknown element type");
-    return scale_int(v, f, (double)INT64_MIN, (double)INT64_MAX);
+    return scale_int<T>(v, f, INT64_MIN, INT64_MAX);
   }
 }
 
