@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "execute.h"
 #include "handle.h"
 #include "log.h"
 #include "sparse_rt.h"
@@ -21,14 +22,6 @@ static const char* const kDuplicateText =
     "Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor "
     "that is currently being processed.  If you want to request another tensor, use a different "
     "tensor name.";
-
-static void entry_free(hvds_entry_t* e) {
-  if (e == NULL) return;
-  free(e->name);
-  free(e->splits);
-  free(e->ps_ranks);
-  free(e);
-}
 
 /* Checks that apply to every enqueue; on failure records the message and returns the code. */
 static hvds_result_t check_ready(int32_t ps, const char* what) {
@@ -141,7 +134,8 @@ static hvds_result_t check_splits(const hvds_op_options_t* o, const hvds_tensor_
 static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
   hvds_entry_t* e = calloc(1, sizeof(*e));
   if (e == NULL) return NULL;
-  e->name = strdup(name);
+  size_t len = strlen(name);
+  e->name = len < sizeof(e->name_buf) ? memcpy(e->name_buf, name, len + 1) : strdup(name);
   if (e->name == NULL) {
     free(e);
     return NULL;
@@ -185,6 +179,7 @@ static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle)
     if (s->q_tail) s->q_tail->next = e; else s->q_head = e;
     s->q_tail = e;
   }
+  __atomic_store_n(&rt.enqueued, rt.enqueued + 1, __ATOMIC_RELEASE);
   hvds__coord_wake_locked(); /* signals only a sleeping coordinator: one wake-up per batch */
   pthread_mutex_unlock(&rt.qmu);
   *handle = h->id;
@@ -253,7 +248,7 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
     made = rc == HVDS_SUCCESS ? 0 : n; /* queued entries belong to the coordinator now */
   }
   if (rc != HVDS_SUCCESS)
-    for (int32_t i = 0; i < made; i++) entry_free(es[i]);
+    for (int32_t i = 0; i < made; i++) hvds__entry_free(es[i]);
   if (es != stack) free(es);
   return rc;
 }
@@ -318,7 +313,7 @@ static hvds_result_t enqueue_control(int32_t type, const char* what, const char*
   e->output = e->input;
   e->root_rank = root;
   rc = submit(&e, 1, handle);
-  if (rc != HVDS_SUCCESS) entry_free(e);
+  if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }
 
@@ -362,7 +357,7 @@ hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id)
   e->ps_nranks = n;
   rc = submit(&e, 1, &h);
   if (rc != HVDS_SUCCESS) {
-    entry_free(e);
+    hvds__entry_free(e);
     return rc;
   }
   rc = hvds_wait(h, -1);
@@ -405,6 +400,6 @@ hvds_entry_t* hvds__enqueue_entry_new(const char* name, int32_t type, const hvds
 
 hvds_result_t hvds__enqueue_submit(hvds_entry_t* e, hvds_handle_t* handle) {
   hvds_result_t rc = submit(&e, 1, handle);
-  if (rc != HVDS_SUCCESS) entry_free(e);
+  if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }

@@ -180,6 +180,7 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   double stall = rt.stall_check_s;
   double now = hvds__now();
   int uncached = 0, invalid = 0;
+  memset(s->bit_entry, 0, (size_t)s->cache.cap * sizeof(*s->bit_entry));
   for (size_t i = 0; i < s->pending.cap; i++) {
     if (!hvds__name_map_live(&s->pending, i)) continue;
     hvds_entry_t* e = s->pending.slots[i].value;
@@ -191,6 +192,7 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
     if (st == HVDS_CACHE_HIT && now - e->enqueue_time > stall) st = HVDS_CACHE_INVALID;
     if (st == HVDS_CACHE_HIT) {
       v[1 + bit / 64] |= 1ull << (bit % 64);
+      s->bit_entry[bit] = e;
       continue;
     }
     if (st == HVDS_CACHE_INVALID) {
@@ -233,17 +235,40 @@ typedef struct {
   int32_t n, cap;
 } resp_list_t;
 
-/* Fast path: tensors every rank has ready and cached, in slot order. */
+/* Whether a cached tensor can join the allreduce bucket r (the fusion planner's rule). */
+static int joins_bucket(const hvds_response_t* r, const hvds_cache_entry_t* ce) {
+  return ce->type == HVDS_MSG_ALLREDUCE && ce->sizes == NULL && r->dtype == ce->dtype &&
+         r->reduce_op == ce->reduce_op && r->device == ce->device &&
+         r->prescale == ce->prescale && r->postscale == ce->postscale;
+}
+
+/* Fast path: tensors every rank has ready and cached, in slot order. A run of allreduces that
+ * fuse goes into one response as it is found (what the fusion planner would make of the run),
+ * sparing a response, its copies and its merge per tensor. */
 static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* out) {
+  int32_t bucket = -1; /* index in out of the allreduce bucket a run extends */
+  int64_t bucket_bytes = 0, threshold = rt.fusion_threshold;
   for (int32_t b = 0; b < s->cache.cap; b++) {
     if (!(v[1 + b / 64] & (1ull << (b % 64)))) continue;
     const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
-    hvds_entry_t* e = ce ? hvds__name_map_get(&s->pending, ce->name) : NULL;
+    hvds_entry_t* e = s->bit_entry[b];
+    if (e == NULL && ce != NULL && s->joined) e = hvds__name_map_get(&s->pending, ce->name);
     if (ce == NULL || (e == NULL && !s->joined)) continue; /* cannot happen: bits agree */
-    hvds_response_t* r = hvds__resp_push(&out->items, &out->n, &out->cap);
-    if (r == NULL || hvds__cache_response(&s->cache, b, r) != 0) return HVDS_SYSTEM_ERROR;
     if (e) e->sent = 1;
     hvds__cache_touch(&s->cache, b);
+    int64_t bytes = ce->numel * (int64_t)hvds_dtype_size((hvds_dtype_t)ce->dtype);
+    hvds_response_t* r = bucket >= 0 ? &out->items[bucket] : NULL;
+    if (r && joins_bucket(r, ce) && bucket_bytes + bytes <= threshold) {
+      if (hvds__response_add_size(r, ce->numel) != 0 || hvds__response_add_name(r, ce->name) != 0)
+        return HVDS_SYSTEM_ERROR;
+      bucket_bytes += bytes;
+      continue;
+    }
+    r = hvds__resp_push(&out->items, &out->n, &out->cap);
+    if (r == NULL || hvds__cache_response(&s->cache, b, r) != 0) return HVDS_SYSTEM_ERROR;
+    int opens = threshold > 0 && r->type == HVDS_MSG_ALLREDUCE && r->nsizes == 1 && bytes <= threshold;
+    bucket = opens ? out->n - 1 : -1;
+    bucket_bytes = bytes;
   }
   return HVDS_SUCCESS;
 }

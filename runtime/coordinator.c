@@ -158,14 +158,25 @@ void hvds__coord_fail_all(hvds_result_t status, const char* message) {
 }
 
 /* Work was just queued: give the thread that queued it a moment to enter hvds_wait() and run
- * the cycle itself (cheaper than the hand-off), and take it only if nobody did. */
+ * the cycle itself (cheaper than the hand-off), and take it only if nobody did. While the
+ * thread keeps queueing (a model's gradients arrive in a burst) the moment starts again, up to
+ * BURST_MAX_S: a cycle that took the first half of a burst would cost every rank a second
+ * negotiation and a second fused operation for the rest. */
 #define CALLER_GRACE_S 50e-6
+#define BURST_MAX_S 1e-3
 static void grace_for_callers(void) {
   if (!rt.caller_runs) return;
-  double until = hvds__now() + CALLER_GRACE_S;
+  double now = hvds__now(), cap = now + BURST_MAX_S, until = now + CALLER_GRACE_S;
+  uint64_t seen = __atomic_load_n(&rt.enqueued, __ATOMIC_ACQUIRE);
   while (__atomic_load_n(&rt.wake, __ATOMIC_ACQUIRE) &&
-         !__atomic_load_n(&rt.cycle_owned, __ATOMIC_ACQUIRE) && hvds__now() < until)
+         !__atomic_load_n(&rt.cycle_owned, __ATOMIC_ACQUIRE) && (now = hvds__now()) < until) {
     sched_yield();
+    uint64_t count = __atomic_load_n(&rt.enqueued, __ATOMIC_ACQUIRE);
+    if (count != seen) {
+      seen = count;
+      until = now + CALLER_GRACE_S < cap ? now + CALLER_GRACE_S : cap;
+    }
+  }
 }
 
 /* Runs cycles until every rank agreed to stop or communication failed: at once when work is

@@ -18,16 +18,21 @@
 
 uint64_t hvds__next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
 
-void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message) {
-  pthread_mutex_lock(&rt.qmu);
-  hvds_pset_t* s = rt.psets[e->process_set];
-  if (s && hvds__name_map_get(&s->inflight, e->name) == e) hvds__name_map_remove(&s->inflight, e->name);
-  pthread_mutex_unlock(&rt.qmu);
-  hvds__handle_complete(e->handle, status, message);
-  free(e->name);
+void hvds__entry_free(hvds_entry_t* e) {
+  if (e == NULL) return;
+  if (e->name != e->name_buf) free(e->name);
   free(e->splits);
   free(e->ps_ranks);
   free(e);
+}
+
+void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message) {
+  pthread_mutex_lock(&rt.qmu);
+  hvds_pset_t* s = rt.psets[e->process_set];
+  if (s) hvds__name_map_remove_if(&s->inflight, e->name, e);
+  pthread_mutex_unlock(&rt.qmu);
+  hvds__handle_complete(e->handle, status, message);
+  hvds__entry_free(e);
 }
 
 void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes) {
@@ -115,17 +120,13 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
     hs[i] = e ? e->handle : NULL;
     if (e == NULL) continue;
     hvds_pset_t* s = rt.psets[e->process_set];
-    if (s && hvds__name_map_get(&s->inflight, e->name) == e) hvds__name_map_remove(&s->inflight, e->name);
+    if (s) hvds__name_map_remove_if(&s->inflight, e->name, e);
   }
   pthread_mutex_unlock(&rt.qmu);
   hvds__handle_complete_many(hs, x->n, status, msg);
   for (int32_t i = 0; i < x->n; i++) {
     hvds_entry_t* e = x->entries[i];
-    if (e == NULL) continue;
-    free(e->name);
-    free(e->splits);
-    free(e->ps_ranks);
-    free(e);
+    hvds__entry_free(e);
     x->entries[i] = NULL;
   }
   if (hs != stack) free(hs);

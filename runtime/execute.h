@@ -16,6 +16,8 @@ typedef struct {
 } hvds_exec_t;
 /* Completes and frees an entry. */
 void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message);
+/* Frees an entry that was never queued or is already finished (accepts NULL). */
+void hvds__entry_free(hvds_entry_t* e);
 /* Allocates output i of e's handle with the given shape; NULL on failure (entry completed). */
 void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes);
 /* Ensures the fusion buffer holds at least bytes. */

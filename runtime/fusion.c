@@ -1,4 +1,6 @@
-/* Fusion planner: greedy in-order bucketing with look-ahead over non-matching responses. */
+/* Fusion planner: greedy in-order bucketing with look-ahead over non-matching responses. An
+ * allreduce response that is already a bucket (several names; the fast path makes them) can
+ * grow and can join another bucket whole. */
 #include "fusion.h"
 
 #include <stdlib.h>
@@ -41,13 +43,14 @@ int hvds__fuse_responses(hvds_response_t* resps, int32_t n, int64_t threshold,
     used[i] = 1;
     res[k] = resps[i]; /* take ownership */
     hvds_response_t* bucket = &res[k++];
-    if (bucket->type != HVDS_MSG_ALLREDUCE || threshold <= 0 || bucket->nsizes != 1) continue;
+    if (bucket->type != HVDS_MSG_ALLREDUCE || threshold <= 0 || bucket->nsizes != bucket->nnames)
+      continue;
     int64_t bytes = hvds__response_bytes(bucket);
     int64_t skipped = 0;
     for (int32_t j = i + 1; j < n && skipped <= threshold; j++) {
       if (used[j]) continue;
       int64_t b = hvds__response_bytes(&resps[j]);
-      if (fusable(bucket, &resps[j]) && resps[j].nsizes == 1 && bytes + b <= threshold) {
+      if (fusable(bucket, &resps[j]) && resps[j].nsizes == resps[j].nnames && bytes + b <= threshold) {
         if (append(bucket, &resps[j]) != 0) {
           /* Out of memory mid-way: leave the rest unfused rather than fail. */
           break;

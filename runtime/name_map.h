@@ -4,11 +4,13 @@
 #define HVDS_NAME_MAP_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
-  char* key;  /* owned copy; NULL = empty slot */
+  char* key;     /* owned copy; NULL = empty slot */
   void* value;
-  int tomb;   /* 1 = deleted slot (keeps probe chains intact) */
+  uint64_t hash; /* of key: most probes compare this instead of the strings */
+  int tomb;      /* 1 = deleted slot (keeps probe chains intact, and its key for a revival) */
 } hvds_name_slot_t;
 
 typedef struct {
@@ -22,6 +24,8 @@ typedef struct {
 int hvds__name_map_put(hvds_name_map_t* m, const char* key, void* value);
 void* hvds__name_map_get(const hvds_name_map_t* m, const char* key); /* NULL if absent */
 void* hvds__name_map_remove(hvds_name_map_t* m, const char* key);    /* old value or NULL */
+/* Removes key only while it maps to value. Returns 1 when it did. */
+int hvds__name_map_remove_if(hvds_name_map_t* m, const char* key, const void* value);
 void hvds__name_map_clear(hvds_name_map_t* m);                        /* frees keys and slots */
 
 /* Iteration: for (size_t i = 0; i < m->cap; i++) if (hvds__name_map_live(m, i)) ... */

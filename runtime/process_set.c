@@ -33,6 +33,8 @@ hvds_pset_t* hvds__pset_create(int32_t id, const int32_t* ranks, int32_t n) {
     if (s->ranks[i] == rt.rank) s->my_rank = i;
   s->last_joined = -1;
   hvds__cache_init(&s->cache, (int32_t)hvds__param_int(HVDS_PARAM_CACHE_CAPACITY));
+  s->bit_entry = calloc((size_t)(s->cache.cap > 0 ? s->cache.cap : 1), sizeof(*s->bit_entry));
+  if (s->bit_entry == NULL) goto fail;
   if (id == 0) {
     s->comm = rt.world;
   } else {
@@ -53,6 +55,7 @@ void hvds__pset_destroy(hvds_pset_t* s) {
   if (s == NULL) return;
   if (s->id != 0 && s->comm) hvds__p2p_destroy(s->comm);
   hvds__cache_free(&s->cache);
+  free(s->bit_entry);
   hvds__table_clear(s);
   hvds__name_map_clear(&s->pending);
   hvds__name_map_clear(&s->inflight);

@@ -24,7 +24,8 @@ typedef struct hvds_handle_rec hvds_handle_rec_t;
 
 /* One tensor submitted by the framework (Horovod's TensorTableEntry). */
 typedef struct hvds_entry {
-  char* name;                 /* negotiation key */
+  char* name;                 /* negotiation key: name_buf, or its own allocation when longer */
+  char name_buf[48];
   int32_t type;               /* hvds_msg_type_t */
   hvds_tensor_t input;        /* caller's memory */
   hvds_tensor_t output;       /* allreduce: caller's output view (may alias input) */
@@ -90,6 +91,7 @@ typedef struct hvds_pset {
   /* Coordinator thread only: */
   hvds_name_map_t pending;    /* popped entries awaiting a response: name -> entry */
   hvds_cache_t cache;
+  struct hvds_entry** bit_entry; /* cache slot -> this rank's entry with a hit, this cycle */
   hvds_name_map_t table;      /* set rank 0: name -> hvds_table_rec_t* */
   int joined;                 /* this rank called join and awaits the JOIN response */
   hvds_entry_t* join_entry;
@@ -118,6 +120,7 @@ typedef struct hvds_runtime {
   pthread_mutex_t qmu;           /* guards queues, psets table, wakeups */
   pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
   int wake;                      /* qmu: new work since the coordinator last looked */
+  uint64_t enqueued;             /* qmu (atomic reads without): operations queued so far */
   int coord_sleeping;            /* qmu: the coordinator waits on qcv */
   int coord_bell_sleeping;       /* qmu: the coordinator waits on the world doorbell */
   int cycle_owned;               /* qmu: a thread runs a cycle or sleeps on the doorbell; the

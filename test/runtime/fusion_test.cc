@@ -75,4 +75,20 @@ TEST(Fusion, ThousandSmallTensorsMakeOneBucket) {
   EXPECT_EQ(b[0][999], "t999");
 }
 
+// The fast path hands over runs it already fused: such a bucket grows with later tensors and
+// joins an earlier bucket whole, within the threshold.
+TEST(Fusion, PrefusedBucketsGrowAndJoin) {
+  hvds_response_t ab = Resp("a", 10);
+  hvds__response_add_name(&ab, "b");
+  hvds__response_add_size(&ab, 10);
+  hvds_response_t cd = Resp("c", 10);
+  hvds__response_add_name(&cd, "d");
+  hvds__response_add_size(&cd, 10);
+  auto b = Plan({ab, Resp("h", 1, HVDS_MSG_ALLREDUCE, HVDS_FLOAT16), cd, Resp("e", 10)}, 160);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(b[1], (std::vector<std::string>{"h"}));
+  EXPECT_EQ(b[2], (std::vector<std::string>{"e"}));
+}
+
 }  // namespace
