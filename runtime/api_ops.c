@@ -1,5 +1,6 @@
 /* Enqueue side of the public API: validate on the caller's thread, build entries, hand them to
  * the coordinator through the process set's queue. Never blocks on communication. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,11 @@ static hvds_result_t check_splits(const hvds_op_options_t* o, const hvds_tensor_
                          "has %lld", what, o->name, (long long)sum, (long long)rows);
 }
 
+/* Whether o asks for the ordered fast lane (a caller built against an older header cannot). */
+static int wants_lane(const hvds_op_options_t* o) {
+  return o->size >= offsetof(hvds_op_options_t, ordered) + sizeof(o->ordered) && o->ordered;
+}
+
 static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
   hvds_entry_t* e = calloc(1, sizeof(*e));
   if (e == NULL) return NULL;
@@ -201,6 +207,11 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
                            (int)o->op);
   rc = check_root(type, o, what);
   if (rc != HVDS_SUCCESS) return rc;
+  int ordered = wants_lane(o);
+  if (ordered && type != HVDS_MSG_ALLREDUCE && type != HVDS_MSG_REDUCESCATTER &&
+      type != HVDS_MSG_ALLGATHER)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': the ordered lane takes allreduce, "
+                           "reducescatter and allgather only", what, o->name);
   hvds_entry_t* stack[16];
   hvds_entry_t** es = n <= 16 ? stack : calloc((size_t)n, sizeof(*es));
   if (es == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -225,7 +236,8 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
     }
     es[made]->input = inputs[made];
     es[made]->output = outputs ? outputs[made] : inputs[made];
-    if (type == HVDS_MSG_ALLREDUCE && (rc = hvds__sparse_detect_entry(es[made], o)) != HVDS_SUCCESS) {
+    es[made]->ordered = ordered;
+    if (type == HVDS_MSG_ALLREDUCE && !ordered && (rc = hvds__sparse_detect_entry(es[made], o)) != HVDS_SUCCESS) {
       made++; /* freed below */
       break;
     }

@@ -8,6 +8,7 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "lane.h"
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
@@ -20,6 +21,7 @@
 #define FLAG_NO_UNCACHED 2ull
 #define FLAG_NO_INVALID 4ull
 #define FLAG_NO_PENDING 8ull /* this rank has nothing queued or waiting */
+#define FLAG_NO_JOINED 16ull
 
 static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_request_t* r) {
   memset(r, 0, sizeof(*r));
@@ -70,6 +72,7 @@ static void pop_queue(hvds_pset_t* s) {
     e->next = NULL;
     if (e->type == HVDS_MSG_JOIN) s->join_entry = e;
     hvds__name_map_put(&s->pending, e->name, e);
+    if (e->ordered) hvds__lane_push(s, e);
     e = next;
   }
 }
@@ -174,6 +177,9 @@ done:
   return rc;
 }
 
+/* Where the lane's words start in the bit vector: after the flags and the cache bits. */
+static size_t lane_at(const hvds_pset_t* s) { return 1 + ((size_t)s->cache.cap + 63) / 64; }
+
 /* Sets this rank's bit vector: a bit per cached tensor it has ready, the flags in word 0, and in
  * inv the slots whose cached parameters no longer match. */
 static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t* inv) {
@@ -184,7 +190,7 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   for (size_t i = 0; i < s->pending.cap; i++) {
     if (!hvds__name_map_live(&s->pending, i)) continue;
     hvds_entry_t* e = s->pending.slots[i].value;
-    if (e->sent) continue;
+    if (e->sent || e->ordered) continue;
     hvds_request_t r;
     int32_t bit;
     hvds_cache_state_t st = classify(s, e, &r, &bit);
@@ -213,7 +219,9 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
       if (ce && ce->type == HVDS_MSG_ALLREDUCE) v[1 + b / 64] |= 1ull << (b % 64);
     }
   v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
-         (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING);
+         (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING) |
+         (s->joined ? 0 : FLAG_NO_JOINED);
+  hvds__lane_fill(s, v + lane_at(s));
 }
 
 /* One AND across ranks (and an OR of invalid slots, erased everywhere, when any rank has one). */
@@ -284,7 +292,7 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
     hvds_entry_t* e = s->pending.slots[i].value;
     hvds_request_t r;
     int32_t bit;
-    if (e->sent || classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
+    if (e->sent || e->ordered || classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
     if (nmine == capmine) {
       capmine = capmine ? capmine * 2 : 16;
       hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));
@@ -319,9 +327,9 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   double t_start = hvds__now();
   pop_queue(s);
 
-  const size_t words = 1 + ((size_t)s->cache.cap + 63) / 64;
-  uint64_t stackv[2 * 17];
-  uint64_t* v = words * 2 <= 34 ? stackv : calloc(words * 2, sizeof(uint64_t));
+  const size_t words = lane_at(s) + HVDS_LANE_WORDS;
+  uint64_t stackv[2 * (17 + HVDS_LANE_WORDS)];
+  uint64_t* v = words * 2 <= sizeof stackv / sizeof *stackv ? stackv : calloc(words * 2, sizeof(uint64_t));
   if (v == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* inv = v + words;
   memset(v, 0, words * 2 * sizeof(uint64_t));
@@ -332,6 +340,11 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   if (rc == HVDS_SUCCESS) {
     *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
     s->busy_anywhere = !(v[0] & FLAG_NO_PENDING);
+    /* The lane first: what is pipelined must not wait behind negotiated work. */
+    rc = hvds__lane_take(s, v + lane_at(s), !(v[0] & FLAG_NO_JOINED), &resps.items, &resps.n,
+                         &resps.cap);
+  }
+  if (rc == HVDS_SUCCESS) {
     rc = fast_path(s, v, &resps);
   }
   if (rc == HVDS_SUCCESS && !(v[0] & FLAG_NO_UNCACHED)) rc = slow_round(s, &resps);

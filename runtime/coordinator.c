@@ -13,6 +13,7 @@
 #include "cycle.h"
 #include "execute.h"
 #include "fault_cause.h"
+#include "lane.h"
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
@@ -142,6 +143,7 @@ void hvds__coord_fail_all(hvds_result_t status, const char* message) {
     hvds_entry_t* e = s->q_head;
     s->q_head = s->q_tail = NULL;
     pthread_mutex_unlock(&rt.qmu);
+    hvds__lane_clear(s); /* its entries are in pending, finished below */
     while (e) {
       hvds_entry_t* next = e->next;
       hvds__entry_finish(e, status, message);

@@ -47,6 +47,9 @@ typedef struct hvds_entry {
   int32_t index;              /* position within the handle's outputs */
   double enqueue_time;        /* seconds, monotonic */
   int sent;                   /* coord: request sent to the set's coordinator */
+  int ordered;                /* runs in the ordered fast lane (lane.h) */
+  int lane_warned;            /* coord: the lane's stall warning was given */
+  struct hvds_entry* lane_next; /* coord: the set's lane, in submission order */
   struct hvds_entry* next;    /* queue link */
 } hvds_entry_t;
 
@@ -92,6 +95,9 @@ typedef struct hvds_pset {
   hvds_name_map_t pending;    /* popped entries awaiting a response: name -> entry */
   hvds_cache_t cache;
   struct hvds_entry** bit_entry; /* cache slot -> this rank's entry with a hit, this cycle */
+  struct hvds_entry* lane_head;  /* ordered entries not yet run, oldest first (lane.h) */
+  struct hvds_entry* lane_tail;
+  uint64_t lane_done;            /* ordered operations run so far */
   hvds_name_map_t table;      /* set rank 0: name -> hvds_table_rec_t* */
   int joined;                 /* this rank called join and awaits the JOIN response */
   hvds_entry_t* join_entry;

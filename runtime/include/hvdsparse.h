@@ -90,7 +90,8 @@ typedef void* (*hvds_alloc_fn)(void* ctx, hvds_dtype_t dtype, int32_t ndim, cons
  * against an older header (a smaller size) gets the defaults for the fields it does not have. */
 typedef struct {
   size_t size;             /* sizeof(hvds_op_options_t) */
-  uint32_t version;        /* 3 (1: up to alloc_ctx; 2: up to sparse_detect) */
+  uint32_t version;        /* 4 (1: up to alloc_ctx; 2: up to sparse_detect; 3: up to
+                              sparse_quant_bits) */
   const char* name;        /* negotiation key, identical on every rank; required */
   int32_t process_set;     /* 0 is the global set */
   hvds_reduce_op_t op;     /* allreduce and reducescatter */
@@ -112,10 +113,17 @@ typedef struct {
   int32_t sparse_quant_bits; /* sparse allreduce: 2, 4 or 8 quantizes the dense allgather of the
                                 DSAR algorithm (docs/compression.md); 0 full precision. Identical
                                 on every rank. */
+  /* Version 4: */
+  int32_t ordered;         /* 1: the ordered fast lane (allreduce, reducescatter, allgather).
+                              Every rank submits its ordered operations of the set in the same
+                              order with the same names, dtypes, ops and shapes (an allgather's
+                              first dimension too); they skip per-tensor negotiation and run in
+                              submission order, ahead of negotiated work. A mismatch fails them
+                              on every rank with HVDS_PRECONDITION_ERROR. 0: negotiated. */
 } hvds_op_options_t;
 
 #define HVDS_OP_OPTIONS_INIT \
-  { sizeof(hvds_op_options_t), 3, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1, 0 }
+  { sizeof(hvds_op_options_t), 4, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1, 0, 0 }
 
 /* ---- Lifecycle ---- */
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hvdsparse.h"
+#include "worker_lane.h"
 
 static int rank_, size_;
 
@@ -621,6 +622,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "fusion")) scenario_fusion();
   else if (!strcmp(s, "kill")) scenario_kill();
   else if (!strcmp(s, "stall")) scenario_stall();
+  else if (!strcmp(s, "lane")) scenario_lane(rank_, size_);
   else FAIL("unknown scenario %s", s);
   CHECK_OK(hvds_shutdown());
   printf("PASS %s rank %d of %d\n", s, rank_, size_);

@@ -337,3 +337,32 @@ def test_errors():
     opt.set_backward_passes_per_step(1)
     opt.step()
     opt.flush()
+
+
+def test_runs_through_the_ordered_lane_and_a_different_order_raises_everywhere():
+    """DeAR's halves skip negotiation in the runtime's ordered lane: a reduce-scatter and an
+    all-gather submitted in the same order give the right results; submitted in another order on
+    one rank, both fail on every rank with a message that names that rank's operation, and the
+    lane works again afterwards."""
+    n = hvd.size()
+    x = torch.arange(2.0 * n) + hvd.rank()
+    h = hvd.reducescatter_async(x, name="lane.rs", op=hvd.Sum, ordered=True)
+    shard = hvd.synchronize(h)
+    start = 2 * hvd.rank()
+    assert torch.equal(shard, n * torch.arange(start, start + 2.0) + n * (n - 1) / 2)
+    whole = hvd.synchronize(hvd.allgather_async(shard, name="lane.ag", ordered=True))
+    assert torch.equal(whole, n * torch.arange(2.0 * n) + n * (n - 1) / 2)
+    if n < 2:
+        return
+    a, b = torch.ones(n), torch.ones(2 * n)
+    order = [("lane.a", a), ("lane.b", b)] if hvd.rank() == 0 else [("lane.b", b), ("lane.a", a)]
+    handles = [hvd.reducescatter_async(t, name=name, op=hvd.Sum, ordered=True)
+               for name, t in order]
+    first = order[0][0]  # every failed operation names where this rank's order went wrong
+    for h in handles:
+        with pytest.raises(hvd.HorovodInternalError,
+                           match="Mismatched ordered operations.*rank %d submitted "
+                           "REDUCESCATTER '[^']*%s'" % (hvd.rank(), first)):
+            hvd.synchronize(h)
+    again = hvd.synchronize(hvd.reducescatter_async(x, name="lane.again", op=hvd.Sum, ordered=True))
+    assert torch.equal(again, shard)

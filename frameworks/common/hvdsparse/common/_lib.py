@@ -48,7 +48,9 @@ class OpOptions(ctypes.Structure):
                 # version 2: the runtime reads these only when size covers them
                 ("sparse_algorithm", ctypes.c_char_p), ("sparse_detect", ctypes.c_int32),
                 # version 3
-                ("sparse_quant_bits", ctypes.c_int32)]
+                ("sparse_quant_bits", ctypes.c_int32),
+                # version 4: the ordered fast lane
+                ("ordered", ctypes.c_int32)]
 
 
 def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank=0,
@@ -60,7 +62,7 @@ def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank
     None HVDSPARSE_SPARSE_DETECT's default."""
     o = OpOptions()
     o.size = ctypes.sizeof(OpOptions)
-    o.version = 3
+    o.version = 4
     o.name = name.encode() if isinstance(name, str) else name
     o.process_set = process_set
     o.op = op

@@ -218,12 +218,13 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 
 # ---- allgather -------------------------------------------------------------------------------
-def _gather_like(kind, c_fn, tensor, name, process_set, splits=None):
+def _gather_like(kind, c_fn, tensor, name, process_set, splits=None, ordered=False):
     """Shared enqueue for ops with one runtime-shaped output (allgather, alltoall)."""
     _require_init()
     _check_tensor(tensor)
     src = tensor.contiguous()
     opts = _options(kind, name, process_set)
+    opts.ordered = 1 if ordered else 0
     key = _new_alloc(opts)
     keep = [tensor, src, opts]
     if splits is not None:
@@ -240,10 +241,12 @@ def _gather_like(kind, c_fn, tensor, name, process_set, splits=None):
     return h, key, keep
 
 
-def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Starts an allgather along dimension 0 (sizes may differ per rank); returns a handle."""
+def allgather_async(tensor, name=None, process_set=global_process_set, ordered=False):
+    """Starts an allgather along dimension 0 (sizes may differ per rank); returns a handle.
+    ordered=True: the runtime's ordered fast lane (no per-tensor negotiation), for a schedule
+    every rank submits in the same order with the same shapes (see reducescatter_async)."""
     h, key, keep = _gather_like("allgather", _lib.lib().hvds_allgather_async, tensor, name,
-                                process_set)
+                                process_set, ordered=ordered)
     return _register(h, keep, lambda hh: _output(hh, 0, key), key)
 
 
@@ -469,9 +472,13 @@ def _check_reducescatter(tensor, op):
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
-                        prescale_factor=1.0, postscale_factor=1.0):
+                        prescale_factor=1.0, postscale_factor=1.0, ordered=False):
     """Starts a reduce-scatter along dimension 0: rank i keeps rows
-    [i * n / size, ...) (the first dim0 % size ranks get one extra row)."""
+    [i * n / size, ...) (the first dim0 % size ranks get one extra row).
+    ordered=True puts it in the runtime's ordered fast lane: no per-tensor negotiation, run in
+    submission order ahead of negotiated work. Every rank must then submit its ordered
+    operations in the same order with the same names, dtypes and shapes; a mismatch raises on
+    every rank (HorovodInternalError naming this rank's operation)."""
     _require_init()
     _check_tensor(tensor)
     op = check_op(op)
@@ -479,6 +486,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     src = tensor.contiguous()
     opts = _options("reducescatter", name, process_set, op,
                     prescale_factor, postscale_factor)
+    opts.ordered = 1 if ordered else 0
     key = _new_alloc(opts)
     v = _view(src)
     try:

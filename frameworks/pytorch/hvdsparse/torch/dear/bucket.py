@@ -16,7 +16,10 @@ from hvdsparse.torch import mpi_ops
 
 
 class Comm:
-    """How buckets talk to the runtime: compression, reduce op and scaling, process set."""
+    """How buckets talk to the runtime: compression, reduce op and scaling, process set. Both
+    halves go through the runtime's ordered fast lane: the launch order is fixed by the plan on
+    every rank (reduce-scatters in descending, all-gathers in ascending bucket index), so they
+    skip per-tensor negotiation, and the lane's fingerprint check catches a rank that differs."""
 
     def __init__(self, compression, op, prescale, postscale, process_set, log):
         self.compression = compression
@@ -31,13 +34,13 @@ class Comm:
         h = mpi_ops.reducescatter_async(wire, name=name, op=self.op,
                                         process_set=self.process_set,
                                         prescale_factor=self.prescale,
-                                        postscale_factor=self.postscale)
+                                        postscale_factor=self.postscale, ordered=True)
         self.log.append(("rs", index))
         return h, ctx
 
     def allgather(self, index, tensor, name):
         wire, ctx = self.compression.compress(tensor)
-        h = mpi_ops.allgather_async(wire, name=name, process_set=self.process_set)
+        h = mpi_ops.allgather_async(wire, name=name, process_set=self.process_set, ordered=True)
         self.log.append(("ag", index))
         return h, ctx
 
