@@ -8,6 +8,10 @@ launcher, on one host or several:
 
 or let it start itself locally: python3 bench/dear_compare.py --np 2 --model conv --steps 10
 
+or on H namespace hosts with shaped links, one rank each (test/cluster/cluster.sh; needs root):
+
+    python3 bench/dear_compare.py --cluster 4x300mbit --model all
+
 Rank 0 prints one CSV line per configuration (header first):
 
     model,config,np,batch,bucket_mb,steps,samples_per_s,vs_hvd,vs_ddp
@@ -48,24 +52,49 @@ def parse():
     p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR"))
     p.add_argument("--np", type=int, help="start this many local ranks through the launcher")
     p.add_argument("--launcher", default=os.path.join(ROOT, "build", "bin", "hvdsparse"))
+    p.add_argument("--cluster", help="HxRATE (e.g. 4x300mbit): bring up H namespace hosts "
+                   "with links of RATE, run one rank on each, take them down")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds for a --cluster run")
     return p.parse_args()
 
 
-def relaunch(args):
-    """Not under the launcher and --np given: run this script again under it."""
+def own_argv():
+    """This script's arguments less the ones that say how to start it."""
     argv, skip = [], False
     for a in sys.argv[1:]:
         if skip:
             skip = False
             continue
-        if a in ("--np", "--launcher"):
+        if a in ("--np", "--launcher", "--cluster", "--timeout"):
             skip = True
             continue
-        if a.startswith(("--np=", "--launcher=")):
+        if a.startswith(("--np=", "--launcher=", "--cluster=", "--timeout=")):
             continue
         argv.append(a)
+    return argv
+
+
+def relaunch(args):
+    """Not under the launcher and --np given: run this script again under it."""
     cmd = [args.launcher, "run", "-np", str(args.np), sys.executable, os.path.abspath(__file__)]
-    os.execv(args.launcher, cmd + argv)
+    os.execv(args.launcher, cmd + own_argv())
+
+
+def run_on_cluster(args):
+    """--cluster HxRATE: the hosts come up, the job runs one rank per host with DDP's gloo on
+    the cluster interface, the hosts go down (also on failure or interrupt)."""
+    import subprocess
+    sys.path.insert(0, os.path.join(HERE, "suite"))
+    from cluster import Cluster
+    hosts, rate = args.cluster.split("x", 1)
+    with Cluster(int(hosts), rate, "dcx-") as c:
+        print("# %s hosts at %s: %s" % (hosts, rate, " ".join(c.addrs)), flush=True)
+        env = dict(os.environ, GLOO_SOCKET_IFNAME=c.iface)
+        cmd = ([args.launcher, "run", "-np", hosts] + c.launcher_flags() +
+               ["-x", "GLOO_SOCKET_IFNAME", "-x", "PYTHONPATH", sys.executable,
+                os.path.abspath(__file__)] + own_argv() + ["--master-addr", c.addrs[0]])
+        rc = subprocess.run(cmd, env=env, timeout=args.timeout).returncode
+    sys.exit(rc)
 
 
 # ---- models and data -------------------------------------------------------------------------
@@ -203,6 +232,8 @@ def configurations(args):
 
 def main():
     args = parse()
+    if args.cluster and "HOROVOD_RANK" not in os.environ and "HVDSPARSE_RANK" not in os.environ:
+        run_on_cluster(args)
     if args.np and "HOROVOD_RANK" not in os.environ and "HVDSPARSE_RANK" not in os.environ:
         relaunch(args)
     import torch
