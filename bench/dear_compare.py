@@ -90,9 +90,11 @@ def run_on_cluster(args):
     with Cluster(int(hosts), rate, "dcx-") as c:
         print("# %s hosts at %s: %s" % (hosts, rate, " ".join(c.addrs)), flush=True)
         env = dict(os.environ, GLOO_SOCKET_IFNAME=c.iface)
-        cmd = ([args.launcher, "run", "-np", hosts] + c.launcher_flags() +
-               ["-x", "GLOO_SOCKET_IFNAME", "-x", "PYTHONPATH", sys.executable,
-                os.path.abspath(__file__)] + own_argv() + ["--master-addr", c.addrs[0]])
+        forward = ["-x", "GLOO_SOCKET_IFNAME"] + (["-x", "PYTHONPATH"]
+                                                  if "PYTHONPATH" in env else [])
+        cmd = ([args.launcher, "run", "-np", hosts] + c.launcher_flags() + forward +
+               [sys.executable, os.path.abspath(__file__)] + own_argv() +
+               ["--master-addr", c.addrs[0]])
         rc = subprocess.run(cmd, env=env, timeout=args.timeout).returncode
     sys.exit(rc)
 

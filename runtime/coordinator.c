@@ -163,11 +163,12 @@ void hvds__coord_fail_all(hvds_result_t status, const char* message) {
  * the cycle itself (cheaper than the hand-off), and take it only if nobody did. While the
  * thread keeps queueing (a model's gradients arrive in a burst) the moment starts again, up to
  * BURST_MAX_S: a cycle that took the first half of a burst would cost every rank a second
- * negotiation and a second fused operation for the rest. */
+ * negotiation and a second fused operation for the rest. No grace for the rest of a cycle a
+ * caller left: it is due at once. */
 #define CALLER_GRACE_S 50e-6
 #define BURST_MAX_S 1e-3
 static void grace_for_callers(void) {
-  if (!rt.caller_runs) return;
+  if (!rt.caller_runs || __atomic_load_n(&rt.rest_pending, __ATOMIC_ACQUIRE)) return;
   double now = hvds__now(), cap = now + BURST_MAX_S, until = now + CALLER_GRACE_S;
   uint64_t seen = __atomic_load_n(&rt.enqueued, __ATOMIC_ACQUIRE);
   while (__atomic_load_n(&rt.wake, __ATOMIC_ACQUIRE) &&
@@ -217,6 +218,7 @@ void* hvds__coord_main(void* arg) {
   long cycles = 0;
   double began = hvds__now();
   int result = coord_loop(&cycles);
+  hvds__cycle_drop_rest(); /* its entries are still pending: failed below */
   atomic_store(&rt.shut_down, 1);
   HVDS_INFO("coordinator stopped after %ld cycles in %.1f s", cycles, hvds__now() - began);
   if (result < 0) {

@@ -6,11 +6,13 @@
 #include "cycle.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "autotune.h"
 #include "controller.h"
 #include "coordinator.h"
 #include "execute.h"
+#include "handle.h"
 #include "log.h"
 #include "timeline.h"
 
@@ -80,7 +82,6 @@ static void timeline_requests(void) {
   free(path);
 }
 
-/* One cycle over every set this rank belongs to. Returns 0 to go on, 1 to stop, -1 on failure. */
 /* Bytes the allreduce responses move (what autotune scores). */
 static double allreduce_bytes(const hvds_response_t* r, int32_t n) {
   double bytes = 0;
@@ -92,54 +93,134 @@ static double allreduce_bytes(const hvds_response_t* r, int32_t n) {
   return bytes;
 }
 
-static int run_sets(void) {
+static int handle_done(hvds_handle_t id) {
+  pthread_mutex_lock(&rt.hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  int done = h == NULL || h->done;
+  pthread_mutex_unlock(&rt.hmu);
+  return done;
+}
+
+/* Executes set s's responses from *next on, freeing each; stops early, with *next at the first
+ * one left, once awaited (non-zero) is complete and responses remain. Returns the first
+ * failure. */
+static hvds_result_t execute_from(hvds_pset_t* s, hvds_response_t* resps, int32_t n,
+                                  int32_t* next, hvds_handle_t awaited) {
+  hvds_result_t rc = HVDS_SUCCESS;
+  while (*next < n) {
+    if (rc == HVDS_SUCCESS && awaited && *next > 0 && handle_done(awaited)) return rc;
+    if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[*next]);
+    hvds__response_free(&resps[*next]);
+    ++*next;
+  }
+  return rc;
+}
+
+/* Keeps the responses of set id from next on for the next owner of the cycle. */
+static void leave_rest(int32_t id, hvds_response_t* resps, int32_t n, int32_t next,
+                       double tuned_bytes) {
+  rt.rest.tuned_bytes = tuned_bytes;
+  rt.rest.resps = resps;
+  rt.rest.n = n;
+  rt.rest.next = next;
+  rt.rest.set_id = id;
+  __atomic_store_n(&rt.rest_pending, 1, __ATOMIC_RELEASE);
+}
+
+void hvds__cycle_drop_rest(void) {
+  for (int32_t i = rt.rest.next; rt.rest.resps && i < rt.rest.n; i++)
+    hvds__response_free(&rt.rest.resps[i]);
+  free(rt.rest.resps);
+  memset(&rt.rest, 0, sizeof(rt.rest));
+  __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
+}
+
+static int fail(hvds_pset_t* s, hvds_result_t rc) {
+  hvds__record_fault(s, rc);
+  return -1;
+}
+
+/* One cycle over every set this rank belongs to, or the rest of one a caller left (its
+ * operations first, then the sets after the one it stopped in: every rank runs the same
+ * collectives in the same order, whichever thread runs them). Returns 0 to go on, 1 to stop,
+ * -1 on failure; 2 when it stopped early for awaited and left the rest. */
+static int run_sets(hvds_handle_t awaited) {
   int stop = 0, busy = 0;
   double tuned_bytes = 0;
-  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
+  int32_t first = 0;
+  if (rt.rest.resps) {
+    hvds_pset_t* s = rt.psets[rt.rest.set_id];
+    int32_t next = rt.rest.next;
+    hvds_result_t rc = execute_from(s, rt.rest.resps, rt.rest.n, &next, awaited);
+    if (rc != HVDS_SUCCESS) {
+      rt.rest.next = next;
+      hvds__cycle_drop_rest();
+      return fail(s, rc);
+    }
+    if (next < rt.rest.n) {
+      rt.rest.next = next;
+      return 2;
+    }
+    first = rt.rest.set_id + 1;
+    tuned_bytes = rt.rest.tuned_bytes;
+    free(rt.rest.resps);
+    memset(&rt.rest, 0, sizeof(rt.rest));
+    __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
+    busy = 1;
+  }
+  for (int32_t id = first; id < HVDS_MAX_PROCESS_SETS; id++) {
     pthread_mutex_lock(&rt.qmu);
     hvds_pset_t* s = rt.psets[id];
     pthread_mutex_unlock(&rt.qmu);
     if (s == NULL || s->my_rank < 0) continue;
     hvds_response_t* resps = NULL;
-    int32_t n = 0;
+    int32_t n = 0, next = 0;
     int shutdown = 0;
     int want = id == 0 && atomic_load(&rt.shutdown_requested);
     hvds_result_t rc = hvds__negotiate(s, want, &resps, &n, &shutdown);
-    if (id == 0 && rc == HVDS_SUCCESS) tuned_bytes = allreduce_bytes(resps, n);
-    for (int32_t i = 0; i < n; i++) {
-      if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[i]);
-      hvds__response_free(&resps[i]);
-    }
-    free(resps);
-    if (rc != HVDS_SUCCESS) {
-      hvds__record_fault(s, rc);
-      return -1;
-    }
+    if (rc != HVDS_SUCCESS) return fail(s, rc);
     if (id == 0) {
+      tuned_bytes = allreduce_bytes(resps, n);
       stop = shutdown;
       busy = s->busy_anywhere;
       rt.world_epoch++;
     }
+    rc = execute_from(s, resps, n, &next, stop ? 0 : awaited);
+    if (rc != HVDS_SUCCESS) {
+      free(resps);
+      return fail(s, rc);
+    }
+    if (next < n) {
+      leave_rest(id, resps, n, next, tuned_bytes);
+      return 2;
+    }
+    free(resps);
   }
   rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
   hvds_result_t rc = hvds__autotune_cycle(rt.psets[0], rt.last_cycle_start, tuned_bytes);
-  if (rc != HVDS_SUCCESS) {
-    hvds__record_fault(rt.psets[0], rc);
-    return -1;
-  }
+  if (rc != HVDS_SUCCESS) return fail(rt.psets[0], rc);
   return stop;
 }
 
 int hvds__cycle_run(void) {
   timeline_requests();
   if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
-  return run_sets();
+  int r = run_sets(0);
+  return r == 2 ? 0 : r;
 }
 
-int hvds__cycle_run_as_caller(void) {
+int hvds__cycle_run_as_caller(hvds_handle_t awaited) {
   double next;
   int result;
   if (!hvds__cycle_acquire(HVDS_CYCLE_CALLER, &next, &result)) return 0;
-  hvds__cycle_release(hvds__cycle_run(), 0);
+  timeline_requests();
+  if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
+  int r = run_sets(awaited);
+  if (r == 2) { /* the rest is the coordinator's: due at once */
+    pthread_mutex_lock(&rt.qmu);
+    __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&rt.qmu);
+  }
+  hvds__cycle_release(r == 2 ? 0 : r, 0);
   return 1;
 }

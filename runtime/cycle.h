@@ -17,11 +17,16 @@ int hvds__cycle_acquire(hvds_cycle_runner_t who, double* next, int* result);
 double hvds__cycle_release(int result, int due_now);
 /* The coordinator's loop has ended with result: no thread takes the cycle again. */
 void hvds__cycle_end(int result);
-/* Runs one cycle as its owner. Returns 0 to go on, 1 when every rank agreed to stop, -1 when
- * communication failed (the fault is recorded). */
+/* Runs one cycle as its owner: first what a caller left of the previous one, if anything.
+ * Returns 0 to go on, 1 when every rank agreed to stop, -1 when communication failed (the fault
+ * is recorded). */
 int hvds__cycle_run(void);
-/* For a thread blocked in hvds_wait(): runs the next cycle if it is due and free. Returns 1 if
- * it ran one. */
-int hvds__cycle_run_as_caller(void);
+/* For a thread blocked in hvds_wait() on awaited: runs the next cycle if it is due and free.
+ * Once awaited is complete it leaves the rest of the cycle's operations to the coordinator (in
+ * the same order, before anything else), so that a caller waiting for the first of several
+ * pipelined operations gets back to its work while the others run. Returns 1 if it ran one. */
+int hvds__cycle_run_as_caller(hvds_handle_t awaited);
+/* Frees what a caller left of a cycle (at the end of the loop). */
+void hvds__cycle_drop_rest(void);
 
 #endif /* HVDS_CYCLE_H_ */

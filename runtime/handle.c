@@ -156,7 +156,7 @@ static void run_cycles_while_pending(hvds_handle_t id, double deadline) {
     hvds_handle_rec_t* h = hvds__handle_find_locked(id);
     int pending = h != NULL && !h->done;
     pthread_mutex_unlock(&rt.hmu);
-    if (!pending || !hvds__cycle_run_as_caller()) return;
+    if (!pending || !hvds__cycle_run_as_caller(id)) return;
   }
 }
 

@@ -133,6 +133,12 @@ typedef struct hvds_runtime {
                                     fields marked "coord" belong to that thread meanwhile */
   int cycle_result;              /* qmu: sticky end of the loop (1 stop, -1 failure) */
   double last_cycle_start;       /* cycle owner: when the latest cycle began */
+  struct {                       /* cycle owner: a cycle a caller left unfinished (cycle.c) */
+    hvds_response_t* resps;      /* the rest of set_id's responses, from next on */
+    int32_t n, next, set_id;
+    double tuned_bytes;          /* the cycle's allreduce bytes, for autotune */
+  } rest;
+  int rest_pending;              /* atomic: rest holds operations for the next owner */
   int caller_runs;               /* init: waiting callers may run cycles themselves */
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
   int32_t next_ps_id;            /* coord */
