@@ -10,22 +10,10 @@
 #include <unistd.h>
 
 #include "hvdsparse.h"
+#include "../common/worker_check.h"
 #include "worker_lane.h"
 
 static int rank_, size_;
-
-#define FAIL(...)                                           \
-  do {                                                      \
-    fprintf(stderr, "rank %d FAIL %s:%d: ", rank_, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                           \
-    fprintf(stderr, "\n");                                  \
-    exit(1);                                                \
-  } while (0)
-#define CHECK_OK(call)                                                              \
-  do {                                                                              \
-    hvds_result_t rc_ = (call);                                                     \
-    if (rc_ != HVDS_SUCCESS) FAIL("%s -> %s: %s", #call, hvds_result_str(rc_), hvds_last_error()); \
-  } while (0)
 
 static double now(void) {
   struct timespec ts;

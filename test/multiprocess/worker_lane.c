@@ -10,16 +10,9 @@
 #include <string.h>
 
 #include "hvdsparse.h"
+#include "../common/worker_check.h"
 
 static int rank_, size_;
-
-#define FAIL(...)                                                      \
-  do {                                                                 \
-    fprintf(stderr, "rank %d FAIL %s:%d: ", rank_, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                                      \
-    fprintf(stderr, "\n");                                             \
-    exit(1);                                                           \
-  } while (0)
 
 #define OPS 20 /* more than one cycle's lane takes (HVDS_LANE_MAX) */
 
