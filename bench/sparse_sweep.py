@@ -1,0 +1,108 @@
+"""The sparse selector against every algorithm, over a sweep of sizes, densities and supports.
+
+For every point, `hvdsparse-perf sparse_allreduce --algorithm all --csv` times each algorithm
+(median over its iterations of the slowest rank) in one job; this script reads the selector's
+pick from the same job and reports the pick's measured time against the best measured one.
+Issue 6's line: the pick is never more than 10% slower than the best at any point.
+
+    python3 bench/sparse_sweep.py --cluster 4x1gbit [--build build] [--out DIR]
+    python3 bench/sparse_sweep.py --np 4                (loopback)
+
+--cluster brings up namespace hosts with test/cluster/cluster.sh (root) and takes them down.
+Writes DIR/sparse_sweep.csv (every row of every job) and prints one line per point.
+"""
+import argparse
+import csv
+import io
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# (N, row, density, generator) points: a table of sizes, densities and support shapes.
+POINTS = [(n, 1, d, g) for n in ("1M", "16M") for d in (0.001, 0.01, 0.1)
+          for g in ("uniform", "zipf", "overlap")] + [("256K", 64, 0.01, "uniform"),
+                                                      ("256K", 64, 0.01, "zipf")]
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out", default=None, help="output folder (default BUILD/bench)")
+    p.add_argument("--cluster", help="HxRATE, e.g. 4x1gbit: namespace hosts, one rank each")
+    p.add_argument("--np", type=int, default=4, help="ranks on loopback (without --cluster)")
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=900, help="seconds per job")
+    p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
+    return p.parse_args()
+
+
+def run_point(args, launch, point):
+    n, row, density, gen = point
+    cmd = launch + [os.path.join(args.build, "bin", "hvdsparse-perf"), "sparse_allreduce",
+                    "-N", n, "--density", str(density), "--generator", gen,
+                    "--algorithm", "all", "-n", str(args.iters), "-w", str(args.warmup), "--csv"]
+    if row > 1:
+        cmd += ["--row", str(row)]
+    if gen == "overlap":
+        cmd += ["--overlap", "0.5"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    lines = [l.split(":", 1)[1] if l.startswith("[0]<stdout>:") else l
+             for l in out.stdout.splitlines()]
+    lines = [l for l in lines if l and not l.startswith("#") and not l.startswith("[")]
+    if out.returncode != 0 or not lines:
+        raise SystemExit("job failed (%d): %s\n%s" % (out.returncode, " ".join(cmd),
+                                                      out.stdout[-2000:] + out.stderr[-2000:]))
+    return list(csv.DictReader(io.StringIO("\n".join(lines))))
+
+
+def summarize(rows):
+    """(best algorithm, its ms, the pick, the pick's ms, pick / best)."""
+    algos = {r["algorithm"]: float(r["time_ms"]) for r in rows
+             if r["algorithm"] not in ("allreduce", "auto")}
+    best = min(algos, key=algos.get)
+    pick = next(r["pick"] for r in rows if r["algorithm"] == "auto")
+    return best, algos[best], pick, algos[pick], algos[pick] / algos[best]
+
+
+def main():
+    args = parse()
+    out_dir = args.out or os.path.join(args.build, "bench")
+    os.makedirs(out_dir, exist_ok=True)
+    launcher = os.path.join(args.build, "bin", "hvdsparse")
+    cluster = None
+    if args.cluster:
+        sys.path.insert(0, os.path.join(HERE, "suite"))
+        from cluster import Cluster
+        hosts, rate = args.cluster.split("x", 1)
+        cluster = Cluster(int(hosts), rate, "ssx-")
+        cluster.__enter__()
+        launch = [launcher, "run", "-np", hosts] + cluster.launcher_flags()
+    else:
+        launch = [launcher, "run", "-np", str(args.np)]
+    points = [("64K", 1, 0.01, "uniform"), ("64K", 1, 0.1, "zipf")] if args.quick else POINTS
+    every, worst = [], 0.0
+    try:
+        print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best", flush=True)
+        for point in points:
+            rows = run_point(args, launch, point)
+            every.extend(rows)
+            best, best_ms, pick, pick_ms, ratio = summarize(rows)
+            worst = max(worst, ratio)
+            print("%s,%d,%g,%s,%s,%.2f,%s,%.2f,%.2f" % (point + (best, best_ms, pick, pick_ms,
+                                                                ratio)), flush=True)
+    finally:
+        if cluster:
+            cluster.__exit__(None, None, None)
+    with open(os.path.join(out_dir, "sparse_sweep.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(every[0].keys()))
+        w.writeheader()
+        w.writerows(every)
+    print("# worst pick/best over %d points: %.2f (line: at most 1.10)" % (len(points), worst))
+
+
+if __name__ == "__main__":
+    main()
