@@ -134,7 +134,7 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
 /* The cost model's view of the agreed counts: every algorithm's time and its pick. */
 static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
   hvds_sparse_stats_t* st = &j->st;
-  hvds_sparse_net_t net = {rt.net_alpha, rt.net_beta};
+  hvds_sparse_net_t net = {rt.net_alpha, rt.net_beta, rt.work_gamma, rt.work_hash};
   hvds_sparse_problem_t x = {j->s->n,
                              (double)j->lay.dim,
                              (double)j->lay.row,
@@ -313,6 +313,8 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.algorithm = algo;
   o.net.alpha = rt.net_alpha;
   o.net.beta = rt.net_beta;
+  o.net.gamma = rt.work_gamma;
+  o.net.hash = rt.work_hash;
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
   return o;

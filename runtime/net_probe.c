@@ -10,6 +10,7 @@
  * On loopback this takes about a millisecond; over 1 Gbit/s about 40 ms (four 1 MiB sends).
  */
 #include "net_probe.h"
+#include "work_probe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,10 +143,12 @@ hvds_result_t hvds__sparse_runtime_init(void) {
   double t0 = hvds__now();
   hvds_result_t rc = hvds__net_probe(rt.world, &rt.net_alpha, &rt.net_beta);
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_agree_seed(rt.world, &rt.zen_seed);
+  if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt.world, &rt.work_gamma, &rt.work_hash);
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d: measuring the network failed: %s", rt.rank,
                            rt.world->error);
-  HVDS_DEBUG("network for the sparse cost model: alpha %.2f us, %.3f GB/s (probe %.1f ms)",
-             rt.net_alpha * 1e6, 1e-9 / rt.net_beta, (hvds__now() - t0) * 1e3);
+  HVDS_DEBUG("for the sparse cost model: alpha %.2f us, %.3f GB/s, %.2f ns per entry step, "
+             "%.2f ns per hash (probes %.1f ms)", rt.net_alpha * 1e6, 1e-9 / rt.net_beta,
+             rt.work_gamma * 1e9, rt.work_hash * 1e9, (hvds__now() - t0) * 1e3);
   return HVDS_SUCCESS;
 }

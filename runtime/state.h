@@ -173,6 +173,8 @@ typedef struct hvds_runtime {
   int64_t fusion_threshold;      /* coord */
   double net_alpha;              /* init: seconds per message, rank 0's measurement (net_probe.c) */
   double net_beta;               /* init: seconds per byte, rank 0's measurement */
+  double work_gamma;             /* init: seconds per sparse entry step, rank 0's (work_probe.h) */
+  double work_hash;              /* init: seconds per keyed hash, rank 0's */
   uint64_t zen_seed;             /* init: ZEN's hash key, rank 0's */
   int sparse_algo;               /* init: hvds_sparse_algo_t from HVDSPARSE_SPARSE_ALGORITHM */
   int sparse_detect;             /* init: HVDSPARSE_SPARSE_DETECT */

@@ -14,7 +14,7 @@
 typedef struct {
   int P, L, p2, rem;
   double N, rb, s, k;
-  double alpha, beta;
+  double alpha, beta, gamma, hash;
 } terms_t;
 
 static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -30,6 +30,8 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   t.k = x->nnz < x->dim ? x->nnz : x->dim;
   t.alpha = net != NULL && net->alpha > 0 ? net->alpha : HVDS_SPARSE_DEFAULT_ALPHA;
   t.beta = net != NULL && net->beta > 0 ? net->beta : HVDS_SPARSE_DEFAULT_BETA;
+  t.gamma = net != NULL && net->gamma > 0 ? net->gamma : 0;
+  t.hash = net != NULL && net->hash > 0 ? net->hash : 0;
   return t;
 }
 
@@ -138,6 +140,69 @@ static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   return push + counts + pull;
 }
 
+/* ---- Local work: entry steps (gamma each) and keyed hashes, the way the code runs ---- */
+
+/* Steps to move or merge-step n entries: one per entry, one more per 16 bytes of values. */
+static double carry(const terms_t* t, double n) { return n * (1.0 + t->rb / 16.0); }
+
+/* Radix-sort passes for keys up to max_key (one per byte). */
+static double passes(double max_key) {
+  double p = 0;
+  for (; max_key >= 1 && p < 8; p++) max_key /= 256;
+  return p;
+}
+
+/* Merge levels of P streams (ceil log2 P). */
+static double levels(const terms_t* t) { return t->L + (t->rem > 0 ? 1 : 0); }
+
+/* Dense passes over bytes: a step per 16 bytes. */
+static double dense_steps(double bytes) { return bytes / 16.0; }
+
+static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
+  switch (a) {
+    case HVDS_SPARSE_DENSE:  // scatter, then the reduction's passes and the result
+      return carry(t, k) + dense_steps(Nb * (2.0 + 2.0 * (t->P - 1) / t->P));
+    case HVDS_SPARSE_ALLGATHER:  // every rank merges all P streams
+      return 2 * carry(t, t->P * k) * L + carry(t, KP);
+    case HVDS_SPARSE_SSAR_RD: {  // each round merges two streams into the next union
+      double w = 0;
+      for (int i = 0; i < t->L; i++) {
+        int m = folded_inputs(t) << i;
+        w += 2 * carry(t, 2 * hvds__sparse_union(x, m < t->P ? m : t->P));
+      }
+      return w + carry(t, KP);
+    }
+    case HVDS_SPARSE_SSAR_SAG:  // split, merge one range's blocks, concatenate the ranges
+      return carry(t, k) + 2 * carry(t, k) * L + carry(t, KP);
+    case HVDS_SPARSE_DSAR:  // split, merge one range's blocks, the dense range and result
+      return carry(t, k) + 2 * carry(t, k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
+    case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
+      double per = KP / t->P, part = t->N / t->P;
+      int bitmap = part / 8 + per * t->rb < per * t->s;
+      double encode = bitmap ? 2 * per * passes(part - 1) + carry(t, per) : carry(t, per);
+      double decode = 2 * KP * passes(t->N - 1) + carry(t, KP);
+      return carry(t, 2 * k) + 2 * carry(t, k) * L + encode + decode;
+    }
+    default:
+      return 0;
+  }
+}
+
+/* Keyed hashes ZEN computes: every input entry, and with the bitmap pull every owned entry to
+ * encode and every result entry to decode. */
+static double hashes(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  if (a != HVDS_SPARSE_ZEN) return 0;
+  double KP = hvds__sparse_union(x, t->P), per = KP / t->P, part = t->N / t->P;
+  int bitmap = part / 8 + per * t->rb < per * t->s;
+  return t->k + (bitmap ? per + KP : 0);
+}
+
+static double local_cost(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  if (t->gamma <= 0 && t->hash <= 0) return 0;
+  return work(a, t, x) * t->gamma + hashes(a, t, x) * t->hash;
+}
+
 int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
   terms_t t = terms(x, net);
   return cost_rhd(&t) < cost_ring(&t);
@@ -146,19 +211,20 @@ int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net) {
   terms_t t = terms(x, net);
+  double local = local_cost(a, &t, x);
   switch (a) {
     case HVDS_SPARSE_DENSE:
-      return cost_dense(&t);
+      return cost_dense(&t) + local;
     case HVDS_SPARSE_ALLGATHER:
-      return cost_allgather(&t);
+      return cost_allgather(&t) + local;
     case HVDS_SPARSE_SSAR_RD:
-      return cost_ssar_rd(&t, x);
+      return cost_ssar_rd(&t, x) + local;
     case HVDS_SPARSE_SSAR_SAG:
-      return cost_ssar_sag(&t, x);
+      return cost_ssar_sag(&t, x) + local;
     case HVDS_SPARSE_DSAR:
-      return cost_dsar(&t, x);
+      return cost_dsar(&t, x) + local;
     case HVDS_SPARSE_ZEN:
-      return cost_zen(&t, x);
+      return cost_zen(&t, x) + local;
     default:
       return DBL_MAX;
   }

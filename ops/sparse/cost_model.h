@@ -3,7 +3,9 @@
  * Each algorithm's cost is latency (alpha per message) plus bytes on the busiest rank's links
  * (beta per byte), from the formulas in design/papers/sparcml.md section 3 and zen.md section 2,
  * with every exchange counted the way our implementations run it (a count message before each
- * variable-size payload, a fold for non-powers of two). The selector returns the cheapest.
+ * variable-size payload, a fold for non-powers of two), plus the local work the papers leave
+ * out (sorting, merging, hashing, dense passes; gamma and hash in hvds_sparse_net_t), which on
+ * slow or shared cores outweighs the bytes. The selector returns the cheapest.
  *
  * Determinism: the costs use only +, -, *, / and comparisons (no libm), so identical inputs give
  * bit-identical costs and the same choice on every rank; ties go to the lower algorithm id.
@@ -33,6 +35,10 @@ typedef enum {
 typedef struct {
   double alpha; /* seconds per message */
   double beta;  /* seconds per byte */
+  /* Local work, measured by the runtime at init; zeros leave it out of the costs: */
+  double gamma; /* seconds per entry step: one entry moved by a radix-sort pass (a merge step
+                   counts two, 16 bytes of values carried one more) */
+  double hash;  /* seconds per keyed hash or its inverse (ZEN's permutation) */
 } hvds_sparse_net_t;
 
 /* Defaults: a 10 GbE-like link (20 us per message, 1.25 GB/s). */

@@ -202,7 +202,7 @@ TEST(DsarQuantized, BadOrMismatchedWidthFailsEveryRank) {
 // With quant_bits the DSAR allgather term shrinks to bits / 8 bytes per value plus a 4-byte
 // scale per 1024 values; nothing else changes.
 TEST(QuantCostModel, DsarAllgatherShrinks) {
-  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6};  // 1 Gbit/s
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0};  // 1 Gbit/s
   for (int P : {2, 4, 8}) {
     hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e6, -1, 0};
     double full = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);

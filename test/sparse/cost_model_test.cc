@@ -52,7 +52,7 @@ TEST(SparseCostModel, DenseAtHighDensitySparseAtVeryLowDensity) {
 // The digest's model table (N = 2^24, f32/u32, Aries-like: 1.5 us, 9.5 GB/s): recursive doubling
 // for small P and low density; not recursive doubling once the union fills in at P = 64.
 TEST(SparseCostModel, SparcmlRegions) {
-  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9};
+  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0};
   const double N = 1 << 24;
   auto x = problem(8, N, 1e-3);
   EXPECT_EQ(hvds__sparse_select(&x, &aries, nullptr), HVDS_SPARSE_SSAR_RD);
@@ -99,4 +99,25 @@ TEST(SparseCostModel, DeterministicAndReportsEveryCost) {
   }
   auto x = problem(4, 1000, 0.01);
   EXPECT_GT(hvds__sparse_cost(HVDS_SPARSE_AUTO, &x, nullptr), 1e300);
+}
+
+// Local work: zero speeds leave the network model as it was; priced work only adds, grows with
+// the entries, and a costly keyed hash turns the selector away from ZEN, the one algorithm that
+// hashes, where the bytes alone pick it (P = 4, N = 2^24, 10%: ZEN's bitmap pull is the
+// byte-cheapest, as on the 1 Gbit/s cluster where it ran 1.7-2.5x slower than the best).
+TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
+  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0};
+  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9};
+  auto x = problem(4, 1 << 24, 0.1);
+  for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
+    auto id = (hvds_sparse_algo_t)a;
+    double net = hvds__sparse_cost(id, &x, &bytes_only), all = hvds__sparse_cost(id, &x, &with_work);
+    EXPECT_GT(all, net) << a;
+    auto bigger = problem(4, 1 << 24, 0.2);
+    EXPECT_GT(hvds__sparse_cost(id, &bigger, &with_work) - hvds__sparse_cost(id, &bigger, &bytes_only),
+              all - net)
+        << a;
+  }
+  EXPECT_EQ(hvds__sparse_select(&x, &bytes_only, nullptr), HVDS_SPARSE_ZEN);
+  EXPECT_NE(hvds__sparse_select(&x, &with_work, nullptr), HVDS_SPARSE_ZEN);
 }

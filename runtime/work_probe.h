@@ -1,0 +1,13 @@
+/* The speed of the sparse algorithms' local work, for the cost model (ops/sparse/cost_model.h):
+ * measured once at init on every rank at the same time, so that cores shared by several ranks
+ * show in it, and rank 0's figures are taken everywhere (every rank must price alike). */
+#ifndef HVDS_WORK_PROBE_H_
+#define HVDS_WORK_PROBE_H_
+
+#include "p2p.h"
+
+/* *gamma: seconds per radix-sort entry step; *hash: seconds per keyed hash. Both 0 when
+ * HVDSPARSE_SPARSE_LOCAL_WORK=0 (the model then prices bytes and messages only). */
+hvds_result_t hvds__work_probe(hvds_p2p_t* world, double* gamma, double* hash);
+
+#endif /* HVDS_WORK_PROBE_H_ */
