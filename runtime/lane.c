@@ -6,7 +6,9 @@
  *   P_k     for k = 1..HVDS_LANE_MAX, the fingerprint of this rank's first k queued operations,
  *   ~P_k    and its complement; a rank with fewer than k queued sends all ones for both.
  * Every rank that differs from another in a bit of P_k finds it: where one has a 1 the AND of P_k
- * has a 0, where one has a 0 the AND of ~P_k has a 0. */
+ * has a 0, where one has a 0 the AND of ~P_k has a 0. The first operation whose prefix differs
+ * fails on every rank (it is at the same position everywhere, so the lanes stay aligned) and the
+ * ones after it are compared in the next cycle on their own. */
 #include "lane.h"
 
 #include <stdio.h>
@@ -72,6 +74,16 @@ static void describe(const hvds_entry_t* e, char* out, size_t len) {
     off += (size_t)snprintf(out + off, len - off, d ? ", %lld" : "%lld",
                             (long long)e->input.shape[d]);
   if (off < len) snprintf(out + off, len - off, "])");
+}
+
+/* Fails this rank's oldest queued ordered operation with msg. */
+static void fail_head(hvds_pset_t* s, hvds_result_t status, const char* msg) {
+  hvds_entry_t* e = s->lane_head;
+  s->lane_head = e->lane_next;
+  if (s->lane_head == NULL) s->lane_tail = NULL;
+  s->lane_done++;
+  hvds__name_map_remove(&s->pending, e->name);
+  hvds__entry_finish(e, status, msg);
 }
 
 /* Fails every queued ordered operation of this rank with msg. */
@@ -176,8 +188,8 @@ hvds_result_t hvds__lane_take(hvds_pset_t* s, const uint64_t* w, int any_joined,
     hvds_response_t* r = hvds__resp_push(items, n, cap);
     if (r == NULL || respond(s, e, r) != 0) return HVDS_SYSTEM_ERROR;
   }
-  if (mismatch) {
-    fail_all(s, HVDS_PRECONDITION_ERROR, msg);
+  if (mismatch) {  // the same position on every rank: the lanes stay aligned for what follows
+    fail_head(s, HVDS_PRECONDITION_ERROR, msg);
     return HVDS_SUCCESS;
   }
   stall(s);

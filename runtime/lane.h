@@ -2,8 +2,8 @@
  * (DeAR's reduce-scatters and all-gathers) skip per-tensor negotiation. The k-th ordered
  * operation of a set is the same operation on every rank; the cycle's bit vector carries how many
  * each rank has queued and a fingerprint of each prefix, so one AND tells every rank how many can
- * run and whether they really match. A mismatch fails the ordered operations on every rank with
- * an error that names this rank's operation; the runtime stays usable. */
+ * run and whether they really match. A mismatch fails the operation at that position on every
+ * rank with an error that names this rank's operation; the runtime stays usable. */
 #ifndef HVDS_LANE_H_
 #define HVDS_LANE_H_
 

@@ -118,8 +118,9 @@ typedef struct {
                               Every rank submits its ordered operations of the set in the same
                               order with the same names, dtypes, ops and shapes (an allgather's
                               first dimension too); they skip per-tensor negotiation and run in
-                              submission order, ahead of negotiated work. A mismatch fails them
-                              on every rank with HVDS_PRECONDITION_ERROR. 0: negotiated. */
+                              submission order, ahead of negotiated work. An operation whose
+                              position holds a different one on another rank fails on every rank
+                              with HVDS_PRECONDITION_ERROR. 0: negotiated. */
 } hvds_op_options_t;
 
 #define HVDS_OP_OPTIONS_INIT \

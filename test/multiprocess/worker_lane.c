@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hvdsparse.h"
 #include "../common/worker_check.h"
@@ -83,16 +84,19 @@ static void pipeline(void) {
   hvds_release(plain);
 }
 
-/* Rank 0 submits a then b, the others b then a: both fail everywhere, naming this rank's own
- * operation; then the lane runs again. */
+/* Rank 0 submits a then b, the others b then a: both positions fail everywhere, each naming this
+ * rank's own operation there, however the submissions fall into cycles; then the lane runs
+ * again. */
 static void mismatch(void) {
   float a[3] = {1, 1, 1}, b[5] = {1, 1, 1, 1, 1};
   hvds_tensor_t ta = {a, HVDS_FLOAT32, -1, 1, {3}}, tb = {b, HVDS_FLOAT32, -1, 1, {5}};
   hvds_op_options_t oa = ordered("lane.a"), ob = ordered("lane.b");
   hvds_handle_t h[2];
   int first_a = rank_ == 0;
-  if (hvds_allreduce_async(first_a ? &ta : &tb, first_a ? &ta : &tb, first_a ? &oa : &ob, &h[0]) != HVDS_SUCCESS ||
-      hvds_allreduce_async(first_a ? &tb : &ta, first_a ? &tb : &ta, first_a ? &ob : &oa, &h[1]) != HVDS_SUCCESS)
+  if (hvds_allreduce_async(first_a ? &ta : &tb, first_a ? &ta : &tb, first_a ? &oa : &ob, &h[0]) != HVDS_SUCCESS)
+    FAIL("enqueue: %s", hvds_last_error());
+  if (first_a) usleep(20000);  // cycles run while rank 0 has only its first one queued
+  if (hvds_allreduce_async(first_a ? &tb : &ta, first_a ? &tb : &ta, first_a ? &ob : &oa, &h[1]) != HVDS_SUCCESS)
     FAIL("enqueue: %s", hvds_last_error());
   for (int k = 0; k < 2; k++) {
     hvds_result_t rc = hvds_wait(h[k], 60000);
@@ -100,7 +104,8 @@ static void mismatch(void) {
     if (rc != HVDS_PRECONDITION_ERROR || strstr(msg, "Mismatched ordered operations") == NULL)
       FAIL("mismatch %d: %s: %s", k, hvds_result_str(rc), msg);
     char mine[64];
-    snprintf(mine, sizeof mine, "rank %d submitted ALLREDUCE '%s'", rank_, first_a ? "lane.a" : "lane.b");
+    snprintf(mine, sizeof mine, "rank %d submitted ALLREDUCE '%s'", rank_,
+             (k == 0) == first_a ? "lane.a" : "lane.b");
     if (strstr(msg, mine) == NULL) FAIL("mismatch message lacks \"%s\": %s", mine, msg);
     if (k == 0) printf("rank %d got: %s\n", rank_, msg);
     hvds_release(h[k]);

@@ -358,11 +358,10 @@ def test_runs_through_the_ordered_lane_and_a_different_order_raises_everywhere()
     order = [("lane.a", a), ("lane.b", b)] if hvd.rank() == 0 else [("lane.b", b), ("lane.a", a)]
     handles = [hvd.reducescatter_async(t, name=name, op=hvd.Sum, ordered=True)
                for name, t in order]
-    first = order[0][0]  # every failed operation names where this rank's order went wrong
-    for h in handles:
+    for h, (name, _) in zip(handles, order):  # each names this rank's operation at its place
         with pytest.raises(hvd.HorovodInternalError,
                            match="Mismatched ordered operations.*rank %d submitted "
-                           "REDUCESCATTER '[^']*%s'" % (hvd.rank(), first)):
+                           "REDUCESCATTER '[^']*%s'" % (hvd.rank(), name)):
             hvd.synchronize(h)
     again = hvd.synchronize(hvd.reducescatter_async(x, name="lane.again", op=hvd.Sum, ordered=True))
     assert torch.equal(again, shard)
