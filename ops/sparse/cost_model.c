@@ -8,6 +8,7 @@
  * implementation in the file named beside it; the preamble allreduce, common to all, is left out.
  */
 #include "cost_model.h"
+#include "sparse_stream.h"
 
 #include <float.h>
 
@@ -145,13 +146,6 @@ static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
 /* Steps to move or merge-step n entries: one per entry, one more per 16 bytes of values. */
 static double carry(const terms_t* t, double n) { return n * (1.0 + t->rb / 16.0); }
 
-/* Radix-sort passes for keys up to max_key (one per byte). */
-static double passes(double max_key) {
-  double p = 0;
-  for (; max_key >= 1 && p < 8; p++) max_key /= 256;
-  return p;
-}
-
 /* Merge levels of P streams (ceil log2 P). */
 static double levels(const terms_t* t) { return t->L + (t->rem > 0 ? 1 : 0); }
 
@@ -180,8 +174,9 @@ static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_pro
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
       int bitmap = part / 8 + per * t->rb < per * t->s;
-      double encode = bitmap ? 2 * per * passes(part - 1) + carry(t, per) : carry(t, per);
-      double decode = 2 * KP * passes(t->N - 1) + carry(t, KP);
+      double encode =
+          bitmap ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
+      double decode = hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP);
       return carry(t, 2 * k) + 2 * carry(t, k) * L + encode + decode;
     }
     default:

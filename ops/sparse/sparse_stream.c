@@ -146,6 +146,50 @@ hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, ui
   return HVDS_SUCCESS;
 }
 
+/* Radix passes for keys up to max_key (one per byte). */
+static double radix_passes(double max_key) {
+  double p = 0;
+  for (; max_key >= 1 && p < 8; p++) max_key /= 256;
+  return p;
+}
+
+/* The bitmap ranking's steps: mark n, a prefix count over the range's 64-bit words, place n. */
+static double rank_steps(double n, double max_key) { return 2 * n + (max_key / 64 + 1); }
+
+double hvds__sparse_sort_steps(double n, double max_key, int unique) {
+  double radix = 2 * n * radix_passes(max_key);
+  if (!unique) return radix;
+  double rank = rank_steps(n, max_key);
+  return rank < radix ? rank : radix;
+}
+
+hvds_result_t hvds__sparse_sort_unique_pairs(uint64_t* key, uint64_t* val, size_t n,
+                                             uint64_t max_key) {
+  if (n < 2) return HVDS_SUCCESS;
+  if (rank_steps((double)n, (double)max_key) >= 2 * (double)n * radix_passes((double)max_key))
+    return hvds__sparse_sort_pairs(key, val, n, max_key);
+  size_t words = (size_t)(max_key >> 6) + 1;
+  uint64_t* bits = calloc(2 * words + 2 * n, sizeof(uint64_t));
+  if (bits == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t *before = bits + words, *k2 = before + words, *v2 = k2 + n;
+  for (size_t i = 0; i < n; i++) bits[key[i] >> 6] |= 1ull << (key[i] & 63);
+  uint64_t acc = 0;
+  for (size_t w = 0; w < words; w++) {
+    before[w] = acc;
+    acc += (uint64_t)__builtin_popcountll(bits[w]);
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t w = key[i] >> 6, below = bits[w] & ((1ull << (key[i] & 63)) - 1);
+    size_t at = (size_t)(before[w] + (uint64_t)__builtin_popcountll(below));
+    k2[at] = key[i];
+    v2[at] = val[i];
+  }
+  memcpy(key, k2, n * sizeof(uint64_t));
+  memcpy(val, v2, n * sizeof(uint64_t));
+  free(bits);
+  return HVDS_SUCCESS;
+}
+
 /* ---- Input normalization ---- */
 
 /* Checks every index against [0, dim). Returns 1 if strictly ascending, 0 if not, -1 on a bad

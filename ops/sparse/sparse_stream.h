@@ -135,6 +135,16 @@ void hvds__sstream_to_dense(const hvds_sparse_layout_t* lay, const hvds_sstream_
  * place. Used for input normalization and ZEN's orderings. */
 hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, uint64_t max_key);
 
+/* As hvds__sparse_sort_pairs for distinct keys: when the key range is small next to n, ranks
+ * them in a bitmap of the range instead (one pass to mark, one over the range's words, one to
+ * place), else the radix sort. */
+hvds_result_t hvds__sparse_sort_unique_pairs(uint64_t* key, uint64_t* val, size_t n,
+                                             uint64_t max_key);
+
+/* Entry steps the two sorts take (the cost model's local work; one step moves or counts one
+ * entry, a range word counts one): the radix sort's, or the bitmap ranking's when it is chosen. */
+double hvds__sparse_sort_steps(double n, double max_key, int unique);
+
 /* dst row += src row (HVDS_SUM of lay->row values). Inline: COO rows of the common types are
  * single adds instead of a kernel-table call. */
 static inline void hvds__sparse_row_add(const hvds_sparse_layout_t* lay, void* dst,

@@ -134,7 +134,7 @@ static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
     key[i] = hvds__zen_hash(&x->h, (uint64_t)hvds__sstream_index(lay, &x->agg, i)) - lo;
     pos[i] = i;
   }
-  if (hvds__sparse_sort_pairs(key, pos, n, range_len(x, x->r)) != HVDS_SUCCESS) {
+  if (hvds__sparse_sort_unique_pairs(key, pos, n, range_len(x, x->r)) != HVDS_SUCCESS) {
     free(key);
     return HVDS_SYSTEM_ERROR;
   }
@@ -209,7 +209,8 @@ static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   if (key == NULL) return hvds__sparse_nomem(x->c, "zen");
   uint64_t* src = key + total;
   collect(x, key, src);
-  hvds_result_t rc = dense ? HVDS_SUCCESS : hvds__sparse_sort_pairs(key, src, total, lay->dim - 1);
+  hvds_result_t rc =
+      dense ? HVDS_SUCCESS : hvds__sparse_sort_unique_pairs(key, src, total, lay->dim - 1);
   if (rc == HVDS_SUCCESS)
     rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out);
   if (rc != HVDS_SUCCESS) {

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <algorithm>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "reduce.h"
@@ -272,4 +274,40 @@ TEST(SparseStream, RadixSortIsStable) {
       ASSERT_EQ(k[i], want_k[order[i]]);
     }
   }
+}
+
+// Distinct keys: the bitmap ranking (a dense key range) and the radix fallback (a sparse one)
+// both give the keys in order with their values; the step counts follow the method chosen.
+TEST(SparseStream, UniqueSortRanksDenseRangesAndFallsBackOnSparseOnes) {
+  std::mt19937_64 rng(11);
+  for (uint64_t max_key : {uint64_t{63}, uint64_t{5000}, uint64_t{1} << 20, uint64_t{1} << 40}) {
+    size_t n = std::min<uint64_t>(4000, max_key + 1);
+    std::vector<uint64_t> all(max_key < 100000 ? max_key + 1 : 0);
+    std::vector<uint64_t> k;
+    if (!all.empty()) {
+      for (uint64_t i = 0; i <= max_key; i++) all[i] = i;
+      std::shuffle(all.begin(), all.end(), rng);
+      k.assign(all.begin(), all.begin() + n);
+    } else {
+      std::set<uint64_t> seen;
+      while (seen.size() < n) seen.insert(rng() % (max_key + 1));
+      k.assign(seen.begin(), seen.end());
+      std::shuffle(k.begin(), k.end(), rng);
+    }
+    std::vector<uint64_t> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = k[i] * 7 + 1;
+    ASSERT_EQ(hvds__sparse_sort_unique_pairs(k.data(), v.data(), n, max_key), HVDS_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+      if (i > 0) {
+        ASSERT_LT(k[i - 1], k[i]) << "max_key " << max_key;
+      }
+      ASSERT_EQ(v[i], k[i] * 7 + 1);
+    }
+  }
+  // 2^18 keys over 2^24: ranking (2^19 + 2^18 steps) beats three radix passes (6 x 2^18).
+  EXPECT_LT(hvds__sparse_sort_steps(1 << 18, (1 << 24) - 1, 1),
+            hvds__sparse_sort_steps(1 << 18, (1 << 24) - 1, 0));
+  // 100 keys over 2^40: the radix sort.
+  EXPECT_DOUBLE_EQ(hvds__sparse_sort_steps(100, 1099511627775.0, 1),
+                   hvds__sparse_sort_steps(100, 1099511627775.0, 0));
 }
