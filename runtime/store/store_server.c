@@ -61,6 +61,7 @@ struct hvds_store_server {
   pthread_t thread;
   int listen_fd;
   int wake[2];                /* pipe: any byte wakes the server thread */
+  int poll_limit_warned;      /* poll refused the descriptor count once (EINVAL) */
   char* secret;
   size_t secret_len;
   pthread_mutex_t mu;         /* guards table */
@@ -395,6 +396,15 @@ static void* server_main(void* arg) {
     }
     size_t polled = srv->nconns;
     int pr = poll(srv->pfds, n, timeout);
+    if (pr < 0 && errno == EINVAL) {
+      /* More connections than the process's descriptor limit now allows (it was lowered):
+       * keep serving once it rises or connections close, instead of ending the store. */
+      if (!srv->poll_limit_warned) HVDS_WARN("store: poll over %zu descriptors: %s; retrying", n,
+                                             strerror(errno));
+      srv->poll_limit_warned = 1;
+      usleep(100000);
+      continue;
+    }
     if (pr < 0 && errno != EINTR) {
       HVDS_ERROR("store: poll: %s", strerror(errno));
       break;

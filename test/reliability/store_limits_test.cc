@@ -172,8 +172,15 @@ TEST(StoreLimits, OutOfDescriptorsPausesInsteadOfSpinning) {
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
+  // This process (the server's) may hold only a few dozen more descriptors: the limit is set
+  // before any connection arrives (set later, the server may already hold more than it allows).
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; fd++) open_now += fcntl(fd, F_GETFD) != -1;
+  struct rlimit low = {(rlim_t)open_now + 40, old.rlim_max};
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
   pid_t child = fork();
   if (child == 0) {
+    setrlimit(RLIMIT_NOFILE, &old);  // the client side needs its 400 descriptors
     close(pipefd[0]);
     for (int i = 0; i < 400; i++) Dial(s.port);  // kept open, never a word
     (void)!write(pipefd[1], "x", 1);
@@ -181,11 +188,6 @@ TEST(StoreLimits, OutOfDescriptorsPausesInsteadOfSpinning) {
     _exit(0);
   }
   close(pipefd[1]);
-  // This process (the server's) may hold only a few dozen more descriptors.
-  int open_now = 0;
-  for (int fd = 0; fd < 4096; fd++) open_now += fcntl(fd, F_GETFD) != -1;
-  struct rlimit low = {(rlim_t)open_now + 40, old.rlim_max};
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
   char b;
   ASSERT_EQ(read(pipefd[0], &b, 1), 1);
   close(pipefd[0]);
