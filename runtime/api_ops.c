@@ -1,6 +1,5 @@
 /* Enqueue side of the public API: validate on the caller's thread, build entries, hand them to
  * the coordinator through the process set's queue. Never blocks on communication. */
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,11 +131,6 @@ static hvds_result_t check_splits(const hvds_op_options_t* o, const hvds_tensor_
                          "has %lld", what, o->name, (long long)sum, (long long)rows);
 }
 
-/* Whether o asks for the ordered fast lane (a caller built against an older header cannot). */
-static int wants_lane(const hvds_op_options_t* o) {
-  return o->size >= offsetof(hvds_op_options_t, ordered) + sizeof(o->ordered) && o->ordered;
-}
-
 static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
   hvds_entry_t* e = calloc(1, sizeof(*e));
   if (e == NULL) return NULL;
@@ -207,7 +201,7 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
                            (int)o->op);
   rc = check_root(type, o, what);
   if (rc != HVDS_SUCCESS) return rc;
-  int ordered = wants_lane(o);
+  int ordered = OPT_HAS(o, ordered) && o->ordered;
   if (ordered && type != HVDS_MSG_ALLREDUCE && type != HVDS_MSG_REDUCESCATTER &&
       type != HVDS_MSG_ALLGATHER)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': the ordered lane takes allreduce, "

@@ -12,10 +12,6 @@
 
 #define rt hvds__rt
 
-/* Whether the caller's options struct is long enough to hold field (older callers pass a
- * smaller size: the field then takes its default). */
-#define OPT_HAS(o, field) ((o)->size >= offsetof(hvds_op_options_t, field) + sizeof((o)->field))
-
 hvds_result_t hvds__sparse_opts_algo(const hvds_op_options_t* o, const char* tensor,
                                      int32_t* algo) {
   const char* name = OPT_HAS(o, sparse_algorithm) ? o->sparse_algorithm : NULL;

@@ -5,6 +5,7 @@
 #define HVDS_STATE_H_
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -188,6 +189,10 @@ extern hvds_runtime_t hvds__rt;
 
 /* Wakes the coordinator for local work, a stop or a timeline change. Call with rt.qmu held. */
 void hvds__coord_wake_locked(void);
+
+/* Whether the caller's options struct is long enough to hold field (older callers pass a
+ * smaller size: the field then takes its default). */
+#define OPT_HAS(o, field) ((o)->size >= offsetof(hvds_op_options_t, field) + sizeof((o)->field))
 
 double hvds__now(void); /* monotonic seconds */
 /* Records the message of a failed API call for hvds_last_error(); returns rc. */
