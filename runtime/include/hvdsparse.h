@@ -282,6 +282,31 @@ int32_t hvds_process_set_ids(int32_t* ids /* OUT */);
 hvds_result_t hvds_start_timeline(const char* path, int mark_cycles);
 hvds_result_t hvds_stop_timeline(void);
 
+/* ---- Gradient compression ---- */
+/* How hvds_topk_feedback() selects: k entries; with sample > 0 a threshold from a random
+ * sample (the sample_rank-th largest magnitude of `sample` entries drawn with `seed`, 1 <=
+ * sample_rank <= sample) narrows the candidates; 0 selects exactly over every entry. The result
+ * is the exact top k either way. */
+typedef struct {
+  int64_t k;
+  int64_t sample;
+  int64_t sample_rank;
+  uint64_t seed;
+} hvds_topk_plan_t;
+
+/* Top-k with error feedback on host memory (Compression.topk): acc += grad (grad may be NULL),
+ * then the k entries of acc largest in magnitude (ties to lower indices; zeros never, so fewer
+ * when acc has fewer non-zeros) are written to indices and values in increasing index order and
+ * zeroed in acc. acc, grad and values: n elements of dtype HVDS_FLOAT32 or HVDS_FLOAT64 (values:
+ * room for k); indices: room for k of index_dtype, HVDS_INT32 (n <= INT32_MAX) or HVDS_INT64.
+ * *count: entries written; exact (may be NULL): 1 when the selection ran over every entry (no
+ * sample, or the sample's threshold missed). Needs no hvds_init(). HVDS_INVALID_ARGUMENT names
+ * the bad argument and changes nothing. */
+hvds_result_t hvds_topk_feedback(void* acc, const void* grad, hvds_dtype_t dtype, int64_t n,
+                                 const hvds_topk_plan_t* plan, void* indices,
+                                 hvds_dtype_t index_dtype, void* values, int64_t* count,
+                                 int32_t* exact);
+
 /* ---- Helpers ---- */
 size_t hvds_dtype_size(hvds_dtype_t dtype);
 const char* hvds_dtype_name(hvds_dtype_t dtype); /* Horovod's names: "FLOAT32", ... */

@@ -53,7 +53,7 @@ def test_sampled_threshold_selects_the_exact_topk(mode):
         _, idx = select(tf.constant(x))
         assert sorted(idx.numpy().tolist()) == sorted(sort_topk(x, comp.k(n)).tolist())
     # A threshold at the k-th magnitude (no margin) misses sometimes: the fallback keeps it exact.
-    tight = TopKCompressor(0.01, oversample=1.0)
+    tight = TopKCompressor(0.01, oversample=1.0, margin=0)
     for seed in range(6):
         x = distinct(n, 50 + seed)
         _, idx = tight.select(tf.constant(x))

@@ -61,7 +61,7 @@ def test_sampled_threshold_selects_the_exact_topk(ratio):
 
 def test_sampled_threshold_falls_back_and_keeps_the_count():
     n = 1 << 17
-    comp = TopKCompressor(0.01, oversample=1.0, sample_ratio=0.01)  # a threshold at the k-th
+    comp = TopKCompressor(0.01, oversample=1.0, sample_ratio=0.01, margin=0)  # at the k-th
     for seed in range(12):
         x = distinct(n, 100 + seed)
         _, idx = comp.select(x)
@@ -78,6 +78,8 @@ def test_compressor_options_are_checked():
             hvd.Compression.topk(bad)
     with pytest.raises(ValueError):
         hvd.Compression.topk(0.1, oversample=0.5)
+    with pytest.raises(ValueError):
+        hvd.Compression.topk(0.1, margin=-1)
     comp = hvd.Compression.topk(0.1, min_numel=10)
     assert not comp.applies(9) and comp.applies(10) and not comp.applies(0)
     coo, ctx = comp.compress(torch.arange(20.0).reshape(4, 5))

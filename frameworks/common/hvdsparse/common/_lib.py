@@ -24,6 +24,12 @@ class Tensor(ctypes.Structure):
                 ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * MAX_DIMS)]
 
 
+class TopKPlan(ctypes.Structure):
+    """hvds_topk_plan_t: how hvds_topk_feedback selects k entries (sample 0: exactly)."""
+    _fields_ = [("k", ctypes.c_int64), ("sample", ctypes.c_int64),
+                ("sample_rank", ctypes.c_int64), ("seed", ctypes.c_uint64)]
+
+
 class SparseTensor(ctypes.Structure):
     """hvds_sparse_tensor_t: COO (flat element indices, one value each) or ROWS (row ids, one
     row of numel(dense_shape[1:]) values each); indices and values are memory the caller owns."""
@@ -145,9 +151,11 @@ _SIGNATURES = {
     "hvds_sparse_allreduce_async": (_I, [_SP, _TP, _OP, _HP]),
     "hvds_handle_sparse_result": (_I, [_I64, _HP, _c.POINTER(_P), _c.POINTER(_P), _I32P,
                                        _c.POINTER(_c.c_char_p)]),
+    "hvds_topk_feedback": (_I, [_P, _P, _I, _I64, _c.POINTER(TopKPlan), _P, _I, _P, _HP,
+                                _I32P]),
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
-_OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result"}
+_OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback"}
 
 _LIBNAME = "libhvdsparse.so"
 _lock = threading.Lock()

@@ -5,14 +5,17 @@ acc largest in magnitude as a sparse tensor (flat element indices); residual = a
 feedback: nothing is dropped, only delayed). The DistributedOptimizer / DistributedGradientTape
 hand the selection to the sparse allreduce and write the averaged dense result back.
 
-Selection: exact (torch.topk / tf.math.top_k over |acc|) below `sampled_above` elements; above
-it a sampled threshold, as ZEN and DGC do: the magnitude of rank ceil(oversample * k * m / n) in
-a random sample of m = max(1024, sample_ratio * n) elements is the threshold, every element at
-or above it is a candidate, and an exact top-k among the candidates picks k. With the
-oversampling the candidates hold the true top k almost always, so the result is the exact top-k
-at the cost of one pass over the tensor and a top-k over about 1.5 k candidates; when the sample
-was unlucky (fewer than k candidates) the exact top-k over the whole tensor is the fallback, so
-the count is always exactly k. `fallbacks` counts those.
+Selection: exact below `sampled_above` elements; above it a sampled threshold, as ZEN and DGC
+do: in a random sample of m = max(1024, sample_ratio * n) elements, where e = k m / n top-k
+entries are expected, the magnitude of rank ceil(oversample * e + margin * sqrt(e)) + 1 is the
+threshold, every element at or above it is a candidate, and an exact top-k among the candidates
+picks k. With the oversampling and the margin (standard deviations of the sample's count) the
+candidates hold the true top k almost always, so the result is the exact top-k at the cost of one
+pass over the tensor and a top-k over about 1.5 k candidates; when the sample was unlucky (fewer
+than k candidates) the exact top-k over the whole tensor is the fallback. `fallbacks` counts
+those. CPU float32/float64 tensors select in C (hvds_topk_feedback: one fused pass for the sum,
+the residual and the candidates), which never sends zeros (fewer than k entries when the tensor
+has fewer non-zeros); elsewhere the framework's own top-k does it and sends exactly k.
 """
 import math
 
@@ -28,14 +31,15 @@ class TopKCompressorBase(Compressor):
     ratio: fraction of each tensor's elements sent, in (0, 1]. min_numel: tensors with fewer
     elements are not compressed (allreduced dense, no residual); 0 compresses every tensor.
     sampled_above: tensors of at least this many elements use the sampled threshold (None:
-    always exact). sample_ratio, oversample: the sample's size and the threshold's margin.
+    always exact). sample_ratio: the sample's size; oversample, margin: how far below the k-th
+    largest the threshold is aimed (a factor on the expected count, plus standard deviations).
     seed: the sampling RNG's seed (the result does not depend on it unless a fallback is
     needed)."""
 
     sparse = True
 
     def __init__(self, ratio, min_numel=0, sampled_above=65536, sample_ratio=0.01,
-                 oversample=1.5, seed=0):
+                 oversample=1.5, seed=0, margin=3.0):
         if not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
             raise ValueError("Compression.topk: ratio must be in (0, 1], not %r" % (ratio,))
         if not 0 < sample_ratio <= 1:
@@ -43,6 +47,8 @@ class TopKCompressorBase(Compressor):
                              % (sample_ratio,))
         if oversample < 1:
             raise ValueError("Compression.topk: oversample must be >= 1, not %r" % (oversample,))
+        if margin < 0:
+            raise ValueError("Compression.topk: margin must be >= 0, not %r" % (margin,))
         if int(min_numel) < 0:
             raise ValueError("Compression.topk: min_numel must be >= 0")
         self.ratio = float(ratio)
@@ -50,6 +56,7 @@ class TopKCompressorBase(Compressor):
         self.sampled_above = None if sampled_above is None else int(sampled_above)
         self.sample_ratio = float(sample_ratio)
         self.oversample = float(oversample)
+        self.margin = float(margin)
         self.seed = int(seed)
         self.fallbacks = 0  # sampled selections that needed the exact fallback
 
@@ -72,5 +79,6 @@ class TopKCompressorBase(Compressor):
     def sample_plan(self, numel):
         """(m, rank): the sample size and the sample rank whose magnitude is the threshold."""
         m = min(numel, max(MIN_SAMPLE, int(math.ceil(self.sample_ratio * numel))))
-        rank = int(math.ceil(self.oversample * self.k(numel) * m / numel)) + 1
+        expected = self.k(numel) * m / numel
+        rank = int(math.ceil(self.oversample * expected + self.margin * math.sqrt(expected))) + 1
         return m, min(m, rank)

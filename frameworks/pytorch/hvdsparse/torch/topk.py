@@ -25,6 +25,8 @@ from hvdsparse.torch.handles import (_TO_C, _enqueue, _options, _register, _requ
 
 STATE_KEY = "hvdsparse"
 RESIDUAL_KEY = "topk_residual"
+NATIVE_DTYPES = (torch.float32, torch.float64)  # what hvds_topk_feedback selects from
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def quant_bits_supported():
@@ -50,6 +52,38 @@ class TopKCompressor(TopKCompressorBase):
         super().__init__(*args, **kwargs)
         self._gen = torch.Generator().manual_seed(self.seed)
         self._scratch = {}  # (dtype, device) -> buffer for |acc|, the largest tensor's size
+        self._calls = 0  # native selections so far: each draws its sample with its own seed
+
+    @staticmethod
+    def _native_ok(acc, grad=None):
+        """True when C selects: CPU float32/float64, contiguous, grad of acc's dtype."""
+        return (acc.device.type == "cpu" and acc.dtype in NATIVE_DTYPES and acc.is_contiguous()
+                and (grad is None or (grad.dtype == acc.dtype and grad.device == acc.device))
+                and _lib.has("hvds_topk_feedback"))
+
+    def _native(self, acc, grad):
+        """(values, indices) of the top k of acc + grad (grad may be None) selected in C, with
+        acc = acc + grad - sent in place; indices in increasing order, int32 when the tensor's
+        indices fit (what the sparse allreduce sends)."""
+        n = acc.numel()
+        k = self.k(n)
+        m, rank = self.sample_plan(n) if self.sampled(n) else (0, 0)
+        self._calls += 1
+        plan = _lib.TopKPlan(k, m, rank, (self.seed * _GOLDEN + self._calls) % (1 << 64))
+        wire = csparse.wire_index_dtype(n)
+        idx = torch.empty(k, dtype=torch.int32 if wire == _lib.INT32 else torch.int64)
+        vals = torch.empty(k, dtype=acc.dtype)
+        count, exact = ctypes.c_int64(0), ctypes.c_int32(0)
+        flat_grad = None if grad is None else grad.reshape(-1).contiguous()
+        rc = _lib.lib().hvds_topk_feedback(
+            acc.data_ptr(), None if flat_grad is None else flat_grad.data_ptr(), _TO_C[acc.dtype],
+            n, ctypes.byref(plan), idx.data_ptr(), wire, vals.data_ptr(), ctypes.byref(count),
+            ctypes.byref(exact))
+        if rc != _lib.SUCCESS:
+            raise RuntimeError("hvdsparse: top-k selection failed: %s" % _lib.last_error())
+        if m and exact.value:
+            self.fallbacks += 1
+        return vals[:count.value], idx[:count.value]
 
     def _magnitudes(self, flat):
         """|flat| in a reused buffer: a fresh tensor of that size each step costs more in page
@@ -62,8 +96,11 @@ class TopKCompressor(TopKCompressorBase):
         return torch.abs(flat, out=buf[:flat.numel()])
 
     def select(self, flat):
-        """(values, indices): the k entries of the 1-D tensor flat largest in magnitude, indices
-        int64 in no particular order."""
+        """(values, indices): the k entries of the 1-D tensor flat largest in magnitude (in C:
+        increasing index order, int32 indices when they fit, zeros left out; otherwise int64
+        indices in no particular order)."""
+        if self._native_ok(flat):
+            return self._native(flat.clone(), None)
         n = flat.numel()
         k = self.k(n)
         if k >= n:
@@ -93,6 +130,8 @@ class TopKCompressor(TopKCompressorBase):
         flat indices)."""
         if residual is None:
             return self.select(tensor.reshape(-1))
+        if self._native_ok(residual, tensor):
+            return self._native(residual.view(-1), tensor)
         acc = residual.view(-1)
         acc.add_(tensor.reshape(-1))
         values, idx = self.select(acc)
