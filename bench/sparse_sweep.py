@@ -5,6 +5,12 @@ For every point, `hvdsparse-perf sparse_allreduce --algorithm all --csv` times e
 pick from the same job and reports the pick's measured time against the best measured one.
 Issue 6's line: the pick is never more than 10% slower than the best at any point.
 
+Each algorithm runs under its own tensor name, first the warm-up (at least one operation, from
+which the runtime learns the supports' overlap for the name; the `auto` row's pick is the
+selector's with that overlap), then --iters timed operations, and more when they are short: about
+--min-time seconds' worth (hvdsparse-perf --min-time), so that millisecond points have stable
+medians.
+
     python3 bench/sparse_sweep.py --cluster 4x1gbit [--build build] [--out DIR]
     python3 bench/sparse_sweep.py --np 4                (loopback)
 
@@ -33,18 +39,25 @@ def parse():
     p.add_argument("--out", default=None, help="output folder (default BUILD/bench)")
     p.add_argument("--cluster", help="HxRATE, e.g. 4x1gbit: namespace hosts, one rank each")
     p.add_argument("--np", type=int, default=4, help="ranks on loopback (without --cluster)")
-    p.add_argument("--iters", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--iters", type=int, default=5, help="timed operations, at least")
+    p.add_argument("--min-time", type=float, default=1.0,
+                   help="seconds of timed operations per algorithm to aim for (0: --iters exactly)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed operations per algorithm (at least 1: the overlap is learned)")
     p.add_argument("--timeout", type=float, default=900, help="seconds per job")
     p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.warmup < 1:
+        p.error("--warmup must be at least 1: the first operation of a name teaches the overlap")
+    return args
 
 
 def run_point(args, launch, point):
     n, row, density, gen = point
     cmd = launch + [os.path.join(args.build, "bin", "hvdsparse-perf"), "sparse_allreduce",
                     "-N", n, "--density", str(density), "--generator", gen,
-                    "--algorithm", "all", "-n", str(args.iters), "-w", str(args.warmup), "--csv"]
+                    "--algorithm", "all", "-n", str(args.iters), "-w", str(args.warmup),
+                    "--min-time", str(args.min_time), "--csv"]
     if row > 1:
         cmd += ["--row", str(row)]
     if gen == "overlap":
@@ -86,14 +99,15 @@ def main():
     points = [("64K", 1, 0.01, "uniform"), ("64K", 1, 0.1, "zipf")] if args.quick else POINTS
     every, worst = [], 0.0
     try:
-        print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best", flush=True)
+        print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best,overlap", flush=True)
         for point in points:
             rows = run_point(args, launch, point)
             every.extend(rows)
             best, best_ms, pick, pick_ms, ratio = summarize(rows)
             worst = max(worst, ratio)
-            print("%s,%d,%g,%s,%s,%.2f,%s,%.2f,%.2f" % (point + (best, best_ms, pick, pick_ms,
-                                                                ratio)), flush=True)
+            overlap = next(r["overlap"] for r in rows if r["algorithm"] == "auto")
+            print("%s,%d,%g,%s,%s,%.2f,%s,%.2f,%.2f,%s" % (point + (best, best_ms, pick, pick_ms,
+                                                                   ratio, overlap)), flush=True)
     finally:
         if cluster:
             cluster.__exit__(None, None, None)

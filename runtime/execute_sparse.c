@@ -12,10 +12,17 @@
  * picks: dense runs the plain allreduce in the output; a sparse algorithm runs on the extracted
  * non-zero rows, forced, with the dense output.
  *
- * A rank that joined has no entry: it takes part with no entries and drops the result.
+ * Overlap: after each successful step the overlap of the ranks' supports is estimated from the
+ * agreed largest count and the result's union size (hvds__sparse_overlap_estimate), both the same
+ * on every rank, and kept per tensor name in the set (hvds_pset_t.sparse_overlap); the next step
+ * of that name gives it to the cost model (rank 0's travels with the counts, so every rank prices
+ * alike). The first step of a name is priced as uniform independent supports.
+ *
+ * A rank that joined has no entry: it takes part with no entries and drops the result, and
+ * learns the overlap like the others.
  * The timeline shows the algorithm as an activity SPARSE_<ALGORITHM> with the density, the
- * agreed counts and the model's prediction as args; the debug log says the same, with the
- * model's time for every algorithm and ZEN's imbalance.
+ * agreed counts, the overlap and the model's prediction as args; the debug log says the same,
+ * with the model's time for every algorithm and ZEN's imbalance.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -45,6 +52,8 @@ typedef struct {
   int32_t format;           /* HVDS_SPARSE_COO, _ROWS or HVDS_SPARSE_DETECT */
   hvds_sparse_algo_t forced;
   int32_t quant_bits;       /* DSAR's allgather: 2, 4 or 8 bits, 0 full precision */
+  double overlap;           /* for the cost model: learned from the name's last step, -1 none;
+                               rank 0's once agreed */
   hvds_sparse_stats_t st;
   double t0, t1; /* monotonic seconds around the collective */
 } job_t;
@@ -141,7 +150,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
                              (double)hvds__dtype_bytes(j->lay.dtype),
                              (double)hvds__sparse_idx_bytes(&j->lay),
                              (double)max_nnz,
-                             -1.0,
+                             j->overlap,
                              j->quant_bits};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select(&x, &net, costs);
@@ -158,6 +167,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
   st->alpha = rt.net_alpha;
   st->beta = rt.net_beta;
   st->detect = j->format == HVDS_SPARSE_DETECT;
+  st->overlap = j->overlap;
 }
 
 /* The activity SPARSE_<ALGORITHM> with what the model knew, and the debug line. */
@@ -165,17 +175,20 @@ static void report(job_t* j) {
   const hvds_sparse_stats_t* st = &j->st;
   const char* name = j->r->names[0];
   double* c = (double*)st->costs;
+  char used[24] = "uniform", learned[24] = "none";
+  if (st->overlap >= 0) snprintf(used, sizeof used, "%.3f", st->overlap);
+  if (st->learned >= 0) snprintf(learned, sizeof learned, "%.3f", st->learned);
   HVDS_DEBUG(
       "sparse allreduce '%s': %s (cost model picks %s) on %d ranks, dim %lld x %lld, "
-      "density %.4f%% (entries max %lld, total %lld), predicted %.3f ms, took %.3f ms; "
-      "model ms: dense %.3f allgather %.3f ssar_recursive_doubling %.3f "
+      "density %.4f%% (entries max %lld, total %lld), overlap %s (next step: %s), predicted "
+      "%.3f ms, took %.3f ms; model ms: dense %.3f allgather %.3f ssar_recursive_doubling %.3f "
       "ssar_split_allgather %.3f dsar_split_allgather %.3f zen %.3f; ZEN imbalance push "
       "%.2f pull %.2f",
       name, st->algorithm_name, st->auto_name, j->s->n, (long long)st->dim, (long long)st->row,
-      st->density * 100, (long long)st->max_nnz, (long long)st->total_nnz, st->predicted_s * 1e3,
-      st->measured_s * 1e3, c[HVDS_SPARSE_DENSE] * 1e3, c[HVDS_SPARSE_ALLGATHER] * 1e3,
-      c[HVDS_SPARSE_SSAR_RD] * 1e3, c[HVDS_SPARSE_SSAR_SAG] * 1e3, c[HVDS_SPARSE_DSAR] * 1e3,
-      c[HVDS_SPARSE_ZEN] * 1e3, st->push_imbalance, st->pull_imbalance);
+      st->density * 100, (long long)st->max_nnz, (long long)st->total_nnz, used, learned,
+      st->predicted_s * 1e3, st->measured_s * 1e3, c[HVDS_SPARSE_DENSE] * 1e3,
+      c[HVDS_SPARSE_ALLGATHER] * 1e3, c[HVDS_SPARSE_SSAR_RD] * 1e3, c[HVDS_SPARSE_SSAR_SAG] * 1e3,
+      c[HVDS_SPARSE_DSAR] * 1e3, c[HVDS_SPARSE_ZEN] * 1e3, st->push_imbalance, st->pull_imbalance);
   if (!rt.timeline) return;
   char activity[64] = "SPARSE_";
   for (size_t i = 0; st->algorithm_name[i] && i + 8 < sizeof activity; i++)
@@ -184,10 +197,11 @@ static void report(job_t* j) {
   snprintf(args, sizeof args,
            "{\"algorithm\":\"%s\",\"auto_pick\":\"%s\",\"density\":%.6g,\"max_nnz\":%lld,"
            "\"total_nnz\":%lld,\"result_nnz\":%lld,\"predicted_ms\":%.6g,\"push_imbalance\":%.3g,"
-           "\"pull_imbalance\":%.3g,\"alpha_us\":%.4g,\"gbytes_per_s\":%.4g}",
+           "\"pull_imbalance\":%.3g,\"overlap\":%.4g,\"learned_overlap\":%.4g,\"alpha_us\":%.4g,"
+           "\"gbytes_per_s\":%.4g}",
            st->algorithm_name, st->auto_name, st->density, (long long)st->max_nnz,
            (long long)st->total_nnz, (long long)st->result_nnz, st->predicted_s * 1e3,
-           st->push_imbalance, st->pull_imbalance, st->alpha * 1e6,
+           st->push_imbalance, st->pull_imbalance, st->overlap, st->learned, st->alpha * 1e6,
            st->beta > 0 ? 1e-9 / st->beta : 0.0);
   hvds__timeline_activity_span(rt.timeline, name, activity, j->t0, j->t1, args);
 }
@@ -199,6 +213,46 @@ static void timeline_start(job_t* j) {
   snprintf(args, sizeof args, "{\"format\":\"%s\",\"dim\":%zu,\"row\":%zu}", formats[j->format],
            j->lay.dim, j->lay.row);
   hvds__tl_start(j->r, args);
+}
+
+/* ---- overlap learned from earlier steps ---- */
+
+/* Names a set remembers; past this it forgets them all and learns again (every member runs the
+ * same steps in the same order, so all forget at once). */
+#define OVERLAP_NAMES_MAX 4096
+
+/* The overlap learned for the job's name, or -1 (its first step: uniform). */
+static double overlap_recall(const job_t* j) {
+  const double* w = hvds__name_map_get(&j->s->sparse_overlap, j->r->names[0]);
+  return w != NULL ? *w : -1.0;
+}
+
+/* After a successful step: the overlap for which the model's union of the set's supports is the
+ * measured one, kept for the name's next step. k and union_size are the same on every rank, and
+ * so is the estimate; a rank that runs out of memory here keeps nothing, which is harmless: the
+ * next step takes rank 0's value. No estimate (one rank, no entries): the last one stays. */
+static void overlap_learn(job_t* j, int64_t k, size_t union_size) {
+  double w = hvds__sparse_overlap_estimate(j->s->n, (double)k, (double)union_size);
+  j->st.learned = w;
+  if (w < 0) return;
+  hvds_name_map_t* m = &j->s->sparse_overlap;
+  double* v = hvds__name_map_get(m, j->r->names[0]);
+  if (v == NULL) {
+    if (m->count >= OVERLAP_NAMES_MAX) hvds__sparse_overlap_clear(j->s);
+    v = malloc(sizeof *v);
+    if (v == NULL || hvds__name_map_put(m, j->r->names[0], v) != 0) {
+      free(v);
+      return;
+    }
+  }
+  *v = w;
+}
+
+void hvds__sparse_overlap_clear(hvds_pset_t* s) {
+  hvds_name_map_t* m = &s->sparse_overlap;
+  for (size_t i = 0; i < m->cap; i++)
+    if (hvds__name_map_live(m, i)) free(m->slots[i].value);
+  hvds__name_map_clear(m);
 }
 
 /* ---- results ---- */
@@ -317,6 +371,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.net.hash = rt.work_hash;
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
+  o.overlap = j->overlap;
   return o;
 }
 
@@ -333,7 +388,9 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
     hvds__sparse_result_free(&res);
     return failed(j, rc, x);
   }
+  j->overlap = res.overlap;  // rank 0's: what the selector used
   model(j, res.algorithm, (int64_t)res.max_nnz);
+  overlap_learn(j, (int64_t)res.max_nnz, res.union_nnz);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;
@@ -347,24 +404,9 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
 
 /* ---- sparse_detect ---- */
 
-static int row_is_zero(const unsigned char* p, size_t rb) {
-  size_t i = 0;
-  for (; i + 8 <= rb; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    if (w != 0) return 0;
-  }
-  for (; i < rb; i++)
-    if (p[i] != 0) return 0;
-  return 1;
-}
-
 /* Rows of the dense input with a bit set (-0.0 counts: it is sent, the sum stays right). */
 static size_t count_rows(const job_t* j) {
-  size_t rb = hvds__sparse_row_bytes(&j->lay), k = 0;
-  const unsigned char* p = j->e->input.data;
-  for (size_t i = 0; i < j->lay.dim; i++) k += !row_is_zero(p + i * rb, rb);
-  return k;
+  return hvds__sparse_nonzero_rows(j->e->input.data, j->lay.dim, hvds__sparse_row_bytes(&j->lay));
 }
 
 /* The non-zero rows as entries, prescaled. On failure the buffers stay NULL: the sparse
@@ -382,7 +424,7 @@ static void extract(job_t* j, size_t k, void** idx, void** val) {
   }
   const unsigned char* p = j->e->input.data;
   for (size_t i = 0; i < lay->dim && n < k; i++) {
-    if (row_is_zero(p + i * rb, rb)) continue;
+    if (hvds__sparse_row_is_zero(p + i * rb, rb)) continue;
     hvds__sparse_idx_set(lay, *idx, n, (int64_t)i);
     memcpy((char*)*val + n * rb, p + i * rb, rb);
     n++;
@@ -409,6 +451,9 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   hvds_result_t rc = hvds__allreduce(s->comm, buf, n, j->lay.dtype, HVDS_SUM, &o);
   j->t1 = hvds__now();
   if (rc != HVDS_SUCCESS) return rc;
+  // The union: the sum's non-zero rows (before Average, whose integer division may zero some).
+  size_t rb = hvds__sparse_row_bytes(&j->lay);
+  overlap_learn(j, j->st.max_nnz, hvds__sparse_nonzero_rows(buf, j->lay.dim, rb));
   hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
   j->st.measured_s = j->t1 - j->t0;
   j->st.total_nnz = -1;  // not exchanged on this path
@@ -419,11 +464,23 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   return HVDS_SUCCESS;
 }
 
+/* One MAX allreduce agrees the largest count and rank 0's overlap (its bits; the others send the
+ * smallest int64, so the maximum is rank 0's whatever they are). */
+static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */) {
+  int64_t v[2] = {k, INT64_MIN};
+  if (j->s->comm->rank == 0) memcpy(&v[1], &j->overlap, sizeof(double));
+  hvds_coll_opts_t co = {hvds__next_tag(j->s), HVDS_ALGO_AUTO, 0, 0};
+  hvds_result_t rc = hvds__allreduce(j->s->comm, v, 2, HVDS_INT64, HVDS_MAX, &co);
+  if (rc != HVDS_SUCCESS) return rc;
+  *kmax = v[0];
+  memcpy(&j->overlap, &v[1], sizeof(double));
+  return HVDS_SUCCESS;
+}
+
 /* Counts, agrees on the largest count, lets the model choose, runs dense or sparse. */
 static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
-  int64_t k = j->e ? (int64_t)count_rows(j) : 0, kmax = k;
-  hvds_coll_opts_t co = {hvds__next_tag(j->s), HVDS_ALGO_AUTO, 0, 0};
-  hvds_result_t rc = hvds__allreduce(j->s->comm, &kmax, 1, HVDS_INT64, HVDS_MAX, &co);
+  int64_t k = j->e ? (int64_t)count_rows(j) : 0, kmax;
+  hvds_result_t rc = detect_agree(j, k, &kmax);
   if (rc != HVDS_SUCCESS) return rc;
   model(j, HVDS_SPARSE_DENSE, kmax);
   hvds_sparse_algo_t algo = j->forced != HVDS_SPARSE_AUTO ? j->forced
@@ -454,6 +511,8 @@ hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
   j.format = r->extra[HVDS_SPARSE_META_FORMAT];
   j.forced = (hvds_sparse_algo_t)r->extra[HVDS_SPARSE_META_ALGO];
   j.quant_bits = r->extra[HVDS_SPARSE_META_QBITS];
+  j.overlap = overlap_recall(&j);
+  j.st.learned = -1.0;
   timeline_start(&j);
   if (j.format == HVDS_SPARSE_DETECT) return run_detect(&j, x);
   hvds_entry_t* e = j.e;

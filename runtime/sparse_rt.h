@@ -23,6 +23,7 @@ extern "C" {
 #endif
 
 struct hvds_entry;
+struct hvds_pset;
 
 /* The ints of a SPARSE_ALLREDUCE request's and response's extra. */
 enum {
@@ -57,6 +58,10 @@ typedef struct {
   double pull_imbalance;
   double alpha, beta; /* the network the model used (seconds per message, per byte) */
   int32_t detect;     /* 1: a dense tensor under sparse_detect */
+  double overlap;     /* the overlap the model used, learned from the name's previous step (rank
+                         0's, so the same on every rank); -1: none yet, priced as uniform */
+  double learned;     /* the overlap this step's union gives, for the name's next step; -1: none
+                         (one rank, no entries) */
 } hvds_sparse_stats_t;
 
 /* A handle's sparse result (hvds_handle_rec_t.sparse); guarded by rt.hmu once attached. */
@@ -72,6 +77,10 @@ typedef struct hvds_sparse_out {
 
 /* Frees o and the memory it owns. Accepts NULL. */
 void hvds__sparse_out_free(hvds_sparse_out_t* o);
+
+/* Forgets the overlaps the set's sparse allreduces learned (hvds_pset_t.sparse_overlap). Cannot
+ * fail. */
+void hvds__sparse_overlap_clear(struct hvds_pset* s);
 
 /* The statistics of the sparse allreduce (or sparse_detect allreduce) of a completed handle.
  * HVDS_INVALID_ARGUMENT for an unknown handle or one without them, HVDS_IN_PROGRESS while

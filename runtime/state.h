@@ -100,6 +100,8 @@ typedef struct hvds_pset {
   struct hvds_entry* lane_tail;
   uint64_t lane_done;            /* ordered operations run so far */
   hvds_name_map_t table;      /* set rank 0: name -> hvds_table_rec_t* */
+  hvds_name_map_t sparse_overlap; /* sparse allreduce name -> double* overlap learned from its
+                                     last step; the same on every member (execute_sparse.c) */
   int joined;                 /* this rank called join and awaits the JOIN response */
   hvds_entry_t* join_entry;
   int32_t* joined_ranks;      /* set rank 0: 1 per rank that joined */

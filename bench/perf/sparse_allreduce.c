@@ -4,14 +4,18 @@
  *
  *   hvdsparse run -np 4 hvdsparse-perf sparse_allreduce -N 4M --density 0.01 [--row D]
  *       [--generator uniform|zipf|overlap|identical|disjoint] [--overlap X] [--algorithm NAME|all]
- *       [-d float32|float64|...] [--index int32|int64] [--dense-out] [-n iters] [-w warmup] [--csv]
+ *       [-d float32|float64|...] [--index int32|int64] [--dense-out] [-n iters] [-w warmup]
+ *       [--min-time S] [--csv]
  *
  * Every rank holds k = density * N entries (rows of D values when --row D > 1; the dense shape is
- * then [N, D]). Per algorithm: -w untimed and -n timed operations on the same tensor name, each
- * timed from the enqueue to the end of hvds_wait(); an iteration's time is the slowest rank's; the
- * table gives the median and minimum. The model column is the runtime's cost model for the
- * algorithm that ran (alpha and beta as measured at init), for the counts the preamble agreed;
- * pick is what the selector takes for them. The last timed result is compared with the plain
+ * then [N, D]). Per algorithm: -w untimed and -n timed operations on the same tensor name
+ * (spx.<algorithm>), each timed from the enqueue to the end of hvds_wait(); an iteration's time is
+ * the slowest rank's; the table gives the median and minimum. With --min-time S, an algorithm
+ * whose last warm-up was short runs more timed operations, enough for about S seconds. The model
+ * column is the runtime's cost model for the algorithm that ran (alpha and beta as measured at
+ * init), for the counts the preamble agreed and the overlap the runtime learned from the name's
+ * previous operation (the warm-up's: the first operation of a name is priced as uniform); pick is
+ * what the selector takes for them. The last timed result is compared with the plain
  * dense allreduce of every rank's data ("allreduce" row, also timed).
  */
 #include <stdio.h>
@@ -23,6 +27,8 @@
 #include "sparse_rt.h"
 
 #define WAIT_MS 300000
+/* --min-time never asks for more timed operations than this. */
+#define MIN_TIME_MAX_ITERS 1000
 
 static const char* const kAlgos[] = {"auto",
                                      "dense",
@@ -42,6 +48,7 @@ typedef struct {
   hvds_dtype_t dtype, index_dtype;
   int dense_out;
   int iters, warmup, csv;
+  double min_time; /* seconds of timed operations to aim for (--min-time); 0: exactly -n */
   uint64_t seed;
   int rank, np;
 } spx_args_t;
@@ -54,7 +61,7 @@ typedef struct {
   void* dense;               /* n * row: this rank's entries summed densely */
   void* ref;                 /* n * row: the dense allreduce of every rank's `dense` */
   void* out;                 /* n * row scratch: dense outputs */
-  double* times;             /* iters + 1 */
+  double* times;             /* max_iters() + 1 */
   hvds_sparse_stats_t stats; /* of the latest sparse run: the network and the agreed counts */
   int have_stats;
 } spx_data_t;
@@ -64,6 +71,8 @@ typedef struct {
   const char* ran;
   double time_ms, min_ms, model_ms;
   const char* pick;
+  double overlap; /* the overlap the model used (-1: uniform) */
+  int iters;      /* timed operations */
   long long max_nnz, total_nnz, result_nnz;
   int dense_result;
   long wrong;
@@ -85,8 +94,11 @@ static void usage(FILE* f) {
       "  --index TYPE        int32 | int64 (default int32, int64 when DIM needs it)\n"
       "  --dense-out         write results densely (default: sparse results)\n"
       "  -n ITERS, -w WARMUP timed and untimed operations per algorithm (default 20, 3)\n"
+      "  --min-time S        more timed operations (up to %d) when the last warm-up was short:\n"
+      "                      enough for about S seconds per algorithm (default 0: -n exactly)\n"
       "  --seed S            data seed (default 1)\n"
-      "  --csv               machine-readable rows\n");
+      "  --csv               machine-readable rows\n",
+      MIN_TIME_MAX_ITERS);
 }
 
 static int need(int argc, char** argv, int i) {
@@ -97,8 +109,17 @@ static int need(int argc, char** argv, int i) {
 
 /* Returns 0, 1 after help, -1 on a bad option. */
 static int parse(int argc, char** argv, spx_args_t* a) {
-  *a = (spx_args_t){4u << 20, 1, 0.01, SPX_UNIFORM, 0.5, "all", HVDS_FLOAT32, HVDS_INT32, 0,
-                    20,       3, 0,    1,           0,   0};
+  *a = (spx_args_t){.n = 4u << 20,
+                    .row = 1,
+                    .density = 0.01,
+                    .gen = SPX_UNIFORM,
+                    .overlap = 0.5,
+                    .algorithm = "all",
+                    .dtype = HVDS_FLOAT32,
+                    .index_dtype = HVDS_INT32,
+                    .iters = 20,
+                    .warmup = 3,
+                    .seed = 1};
   int index_set = 0;
   for (int i = 1; i < argc; i++) {
     const char* o = argv[i];
@@ -134,6 +155,8 @@ static int parse(int argc, char** argv, spx_args_t* a) {
       a->iters = atoi(argv[++i]);
     } else if (!strcmp(o, "-w")) {
       a->warmup = atoi(argv[++i]);
+    } else if (!strcmp(o, "--min-time")) {
+      a->min_time = atof(argv[++i]);
     } else if (!strcmp(o, "--seed")) {
       a->seed = (uint64_t)atoll(argv[++i]);
     } else {
@@ -143,14 +166,20 @@ static int parse(int argc, char** argv, spx_args_t* a) {
     }
   }
   if (!index_set && a->n >= ((size_t)1 << 31)) a->index_dtype = HVDS_INT64;
-  if (a->row == 0 || a->iters < 1 || a->warmup < 0 || a->density < 0 || a->density > 1) {
-    fprintf(stderr, "bad --row, -n, -w or --density\n");
+  if (a->row == 0 || a->iters < 1 || a->warmup < 0 || a->density < 0 || a->density > 1 ||
+      !(a->min_time >= 0)) {
+    fprintf(stderr, "bad --row, -n, -w, --density or --min-time\n");
     return -1;
   }
   return 0;
 }
 
 /* ---- data ---- */
+
+/* Timed operations an algorithm may run. */
+static int max_iters(const spx_args_t* a) {
+  return a->min_time > 0 && a->iters < MIN_TIME_MAX_ITERS ? MIN_TIME_MAX_ITERS : a->iters;
+}
 
 static int make_data(const spx_args_t* a, spx_data_t* d) {
   size_t esz = hvds_dtype_size(a->dtype), isz = hvds_dtype_size(a->index_dtype);
@@ -161,7 +190,7 @@ static int make_data(const spx_args_t* a, spx_data_t* d) {
   d->dense = calloc(a->n * a->row, esz);
   d->ref = malloc(a->n * a->row * esz + 1);
   d->out = malloc(a->n * a->row * esz + 1);
-  d->times = malloc(sizeof(double) * (size_t)(a->iters + 1));
+  d->times = malloc(sizeof(double) * (size_t)(max_iters(a) + 1));
   if (!idx || !d->indices || !d->values || !d->dense || !d->ref || !d->out || !d->times) {
     free(idx);
     return -1;
@@ -288,24 +317,65 @@ static int barrier(void) {
   return wait_release(h, 0) == HVDS_SUCCESS ? 0 : -1;
 }
 
-/* Runs algo (NULL: the plain dense allreduce) and fills row. */
-static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_row_t* row) {
-  hvds_handle_t h = 0;
-  if (barrier() != 0) return -1;
-  for (int i = 0; i < a->warmup + a->iters; i++) {
+/* n operations of algo, timed into times[0..n) (NULL: untimed). *h holds the last one's handle
+ * (0: none; one it held before is released), or 0 after a failure. */
+static int run_ops(const spx_args_t* a, spx_data_t* d, const char* algo, int n, double* times,
+                   hvds_handle_t* h) {
+  for (int i = 0; i < n; i++) {
+    if (*h != 0) hvds_release(*h);
+    *h = 0;
     double t0 = hvds_bench_now_us();
-    if (start(a, d, algo, &h) != HVDS_SUCCESS) {
+    if (start(a, d, algo, h) != HVDS_SUCCESS) {
       fprintf(stderr, "rank %d: %s: %s\n", a->rank, algo ? algo : "allreduce", hvds_last_error());
+      *h = 0;
       return -1;
     }
-    int last = i == a->warmup + a->iters - 1;
-    if (wait_release(h, last) != HVDS_SUCCESS) return -1;
-    if (i >= a->warmup) d->times[i - a->warmup] = (hvds_bench_now_us() - t0) / 1e3;
+    if (wait_release(*h, 1) != HVDS_SUCCESS) {
+      *h = 0;
+      return -1;
+    }
+    if (times != NULL) times[i] = (hvds_bench_now_us() - t0) / 1e3;
   }
+  return 0;
+}
+
+/* Timed operations for an algorithm whose first -n took ms here in all: -n, or with --min-time
+ * enough for that many seconds at the slowest rank's pace (agreed, so the count is the same
+ * everywhere), up to MIN_TIME_MAX_ITERS. */
+static int timed_iters(const spx_args_t* a, double ms, int* iters /* OUT */) {
+  *iters = a->iters;
+  if (a->min_time <= 0) return 0;
+  hvds_tensor_t t = {&ms, HVDS_FLOAT64, -1, 1, {1}};
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  hvds_handle_t h;
+  o.name = "spx.stats.pace";
+  o.op = HVDS_MAX;
+  if (hvds_allreduce_async(&t, &t, &o, &h) != HVDS_SUCCESS || wait_release(h, 0) != HVDS_SUCCESS)
+    return -1;
+  double want = ms > 0 ? a->min_time * 1e3 / (ms / a->iters) : MIN_TIME_MAX_ITERS;
+  if (want > *iters) *iters = want < MIN_TIME_MAX_ITERS ? (int)want + 1 : MIN_TIME_MAX_ITERS;
+  return 0;
+}
+
+/* Runs algo (NULL: the plain dense allreduce) and fills row: the warm-up, -n timed operations,
+ * then as many more as --min-time asks for. */
+static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_row_t* row) {
+  hvds_handle_t h = 0;
+  double first = 0;
+  int iters = a->iters;
+  if (barrier() != 0 || run_ops(a, d, algo, a->warmup, NULL, &h) != 0 ||
+      run_ops(a, d, algo, a->iters, d->times, &h) != 0)
+    goto fail;
+  for (int i = 0; i < a->iters; i++) first += d->times[i];
+  if (timed_iters(a, first, &iters) != 0 ||
+      run_ops(a, d, algo, iters - a->iters, d->times + a->iters, &h) != 0)
+    goto fail;
   memset(row, 0, sizeof *row);
   row->algorithm = algo ? algo : "allreduce";
   row->ran = algo ? "?" : "plain dense";
   row->pick = "-";
+  row->overlap = -1;
+  row->iters = iters;
   row->model_ms = -1;
   row->result_nnz = -1;
   row->dense_result = 1;
@@ -315,6 +385,7 @@ static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_ro
     d->have_stats = 1;
     row->ran = st.algorithm_name;
     row->pick = st.auto_name;
+    row->overlap = st.overlap;
     row->model_ms = st.predicted_s * 1e3;
     row->max_nnz = st.max_nnz;
     row->total_nnz = st.total_nnz;
@@ -327,9 +398,12 @@ static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_ro
   row->dense_result = is_dense;
   row->wrong = algo == NULL ? 0 : count_wrong(a, d, h, 1);
   hvds_release(h);
-  if (combine(d->times, a->iters, &row->wrong) != 0) return -1;
-  hvds_bench_stats(d->times, a->iters, &row->time_ms, &row->min_ms);
+  if (combine(d->times, iters, &row->wrong) != 0) return -1;
+  hvds_bench_stats(d->times, iters, &row->time_ms, &row->min_ms);
   return 0;
+fail:
+  if (h != 0) hvds_release(h);
+  return -1;
 }
 
 /* ---- output ---- */
@@ -340,9 +414,11 @@ static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sp
       "rank), generator %s",
       a->np, a->n, a->row, a->density, d->k, spx_gen_name(a->gen));
   if (a->gen == SPX_OVERLAP) printf(" (overlap %g)", a->overlap);
-  printf(", %s values, %s indices, %s results, iters %d, warmup %d\n", perf_dtype_label(a->dtype),
+  printf(", %s values, %s indices, %s results, iters %d, warmup %d", perf_dtype_label(a->dtype),
          a->index_dtype == HVDS_INT32 ? "int32" : "int64", a->dense_out ? "dense" : "sparse",
          a->iters, a->warmup);
+  if (a->min_time > 0) printf(", min time %g s", a->min_time);
+  printf("\n");
   if (st != NULL)
     printf(
         "# network (rank 0's, measured at init or set by the knobs): alpha %.2f us, %.3f GB/s; "
@@ -350,31 +426,34 @@ static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sp
         st->alpha * 1e6, 1e-9 / st->beta, (long long)st->max_nnz, (long long)st->total_nnz);
   printf(
       "# time = median (min) over iterations of the slowest rank's enqueue-to-done time; "
-      "model = the cost model for the algorithm that ran; pick = the selector's choice\n");
+      "model = the cost model for the algorithm that ran; pick = the selector's choice; "
+      "overlap = what the model was given, learned from the name's previous operation\n");
   if (a->csv) {
     printf(
-        "algorithm,ran,np,n,row,density,generator,dtype,time_ms,min_ms,model_ms,pick,max_nnz,"
-        "total_nnz,result_nnz,dense_result,wrong\n");
+        "algorithm,ran,np,n,row,density,generator,dtype,time_ms,min_ms,model_ms,pick,overlap,"
+        "iters,max_nnz,total_nnz,result_nnz,dense_result,wrong\n");
     return;
   }
-  printf("#%24s %24s %10s %10s %10s %8s %24s %10s %6s %8s\n", "algorithm", "ran", "time_ms",
-         "min_ms", "model_ms", "t/model", "pick", "result_nnz", "dense", "#wrong");
+  printf("#%24s %24s %10s %10s %10s %8s %24s %8s %6s %10s %6s %8s\n", "algorithm", "ran", "time_ms",
+         "min_ms", "model_ms", "t/model", "pick", "overlap", "iters", "result_nnz", "dense",
+         "#wrong");
 }
 
 static void print_row(const spx_args_t* a, const spx_row_t* r) {
   if (a->csv) {
-    printf("%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%lld,%lld,%lld,%d,%ld\n", r->algorithm,
-           r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
-           perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->max_nnz,
-           r->total_nnz, r->result_nnz, r->dense_result, r->wrong);
+    printf("%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%.4f,%d,%lld,%lld,%lld,%d,%ld\n",
+           r->algorithm, r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
+           perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->overlap,
+           r->iters, r->max_nnz, r->total_nnz, r->result_nnz, r->dense_result, r->wrong);
   } else {
-    char ratio[16] = "-", model[16] = "-";
+    char ratio[16] = "-", model[16] = "-", overlap[16] = "-";
     if (r->model_ms > 0) {
       snprintf(ratio, sizeof ratio, "%.2f", r->time_ms / r->model_ms);
       snprintf(model, sizeof model, "%.3f", r->model_ms);
     }
-    printf(" %24s %24s %10.3f %10.3f %10s %8s %24s %10lld %6s %8ld\n", r->algorithm, r->ran,
-           r->time_ms, r->min_ms, model, ratio, r->pick, r->result_nnz,
+    if (r->overlap >= 0) snprintf(overlap, sizeof overlap, "%.3f", r->overlap);
+    printf(" %24s %24s %10.3f %10.3f %10s %8s %24s %8s %6d %10lld %6s %8ld\n", r->algorithm, r->ran,
+           r->time_ms, r->min_ms, model, ratio, r->pick, overlap, r->iters, r->result_nnz,
            r->dense_result ? "yes" : "no", r->wrong);
   }
   fflush(stdout);

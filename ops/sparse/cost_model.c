@@ -56,6 +56,12 @@ double hvds__sparse_union(const hvds_sparse_problem_t* x, int m) {
   return u < N ? u : N;
 }
 
+double hvds__sparse_overlap_estimate(int ranks, double k, double union_size) {
+  if (ranks <= 1 || k <= 0) return -1;
+  double w = (ranks * k - union_size) / ((ranks - 1) * k);
+  return w < 0 ? 0 : w > 1 ? 1 : w;
+}
+
 /* Fold and unfold around a power-of-two core (sparse_exchange.c): the partner receives one
  * input stream, later returns the result. */
 static double fold_cost(const terms_t* t, const hvds_sparse_problem_t* x) {
@@ -152,7 +158,15 @@ static double levels(const terms_t* t) { return t->L + (t->rem > 0 ? 1 : 0); }
 /* Dense passes over bytes: a step per 16 bytes. */
 static double dense_steps(double bytes) { return bytes / 16.0; }
 
-static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+/* Counting the result's non-zero rows, its union size (sparse_allreduce.c: the runtime learns
+ * the overlap from it): a pass over its rows, all N when it is dense. always: the algorithm's
+ * result is dense whatever the union. */
+static double count_steps(const terms_t* t, double KP, int always) {
+  int dense = always || KP * t->s >= t->N * t->rb;
+  return dense_steps((dense ? t->N : KP) * t->rb);
+}
+
+static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
   switch (a) {
     case HVDS_SPARSE_DENSE:  // scatter, then the reduction's passes and the result
@@ -182,6 +196,11 @@ static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_pro
     default:
       return 0;
   }
+}
+
+static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  int always_dense = a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR;
+  return algo_steps(a, t, x) + count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }
 
 /* Keyed hashes ZEN computes: every input entry, and with the bitmap pull every owned entry to

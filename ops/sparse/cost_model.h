@@ -63,6 +63,12 @@ typedef struct {
  * (overlap 1: identical supports, 0: disjoint). */
 double hvds__sparse_union(const hvds_sparse_problem_t* x, int m);
 
+/* The overlap that makes the shared-pool model's union of all `ranks` supports equal a measured
+ * union: w = (P k - U) / ((P - 1) k), clamped to [0, 1] (U = k: identical supports, 1; U = P k:
+ * disjoint, 0). k is the largest per-rank count, as in hvds_sparse_problem_t.nnz. Returns -1 (no
+ * estimate) for one rank or k <= 0. Only +, -, * and /: identical inputs give identical bits. */
+double hvds__sparse_overlap_estimate(int ranks, double k, double union_size);
+
 /* Predicted seconds for algorithm a (not AUTO); net NULL or zero fields: the defaults. Returns a
  * huge value for an id it does not know. */
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,

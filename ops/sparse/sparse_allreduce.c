@@ -4,7 +4,8 @@
  * halving-doubling allreduce of SLOTS int64 per rank (each rank fills its own slots, zeros
  * elsewhere). From it every rank derives the same verdict (signature mismatch, then the first
  * rank with a bad input, in rank order) and the same message, and the selector sees the same
- * entry counts everywhere, so every rank runs the same algorithm or fails the same way.
+ * entry counts (and rank 0's overlap estimate) everywhere, so every rank runs the same algorithm
+ * or fails the same way.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,9 @@
 #include "reduce.h"
 #include "sparse_internal.h"
 
-/* Preamble slots per rank. S_SEED counts only on rank 0: its ZEN key becomes everyone's. */
-enum { S_NNZ, S_STATUS, S_INDEX, S_POSITION, S_SIGNATURE, S_SEED, SLOTS };
+/* Preamble slots per rank. S_SEED and S_OVERLAP count only on rank 0: its ZEN key and overlap
+ * estimate (the double's bits) become everyone's, so every rank's selector sees the same. */
+enum { S_NNZ, S_STATUS, S_INDEX, S_POSITION, S_SIGNATURE, S_SEED, S_OVERLAP, SLOTS };
 
 #define DEFAULT_ZEN_SEED 0x5a454e2d53454544ULL /* "ZEN-SEED" */
 
@@ -110,17 +112,22 @@ static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
   return HVDS_SUCCESS;
 }
 
-/* Exchanges the slots and records the agreed entry counts and ZEN key. */
+/* Exchanges the slots and records the agreed entry counts, ZEN key and overlap. */
 static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_check_t* chk,
-                              const hvds_sstream_t* in, uint64_t sig, uint64_t* all) {
+                              const hvds_sstream_t* in, uint64_t sig, double overlap,
+                              uint64_t* all) {
+  uint64_t w;
+  memcpy(&w, &overlap, sizeof w);
   uint64_t mine[SLOTS] = {
-      in->n, (uint64_t)chk->status, (uint64_t)chk->index, chk->position, sig, c->zen_seed};
+      in->n, (uint64_t)chk->status, (uint64_t)chk->index, chk->position, sig, c->zen_seed, w};
   hvds_result_t rc = hvds__sparse_allgather_u64(c, mine, SLOTS, all);
   if (rc != HVDS_SUCCESS) return rc;
   rc = verdict(c, all);
   if (rc != HVDS_SUCCESS) return rc;
   c->zen_seed = all[S_SEED];  // rank 0's
-  uint64_t* nnz = all;        // compacted in place: nnz[r] = all[r * SLOTS + S_NNZ]
+  memcpy(&c->res->overlap, &all[S_OVERLAP], sizeof(double));
+  if (!(c->res->overlap >= 0)) c->res->overlap = -1.0;  // negative or NaN: unknown
+  uint64_t* nnz = all;  // compacted in place: nnz[r] = all[r * SLOTS + S_NNZ]
   for (int r = 0; r < c->p->size; r++) {
     nnz[r] = all[r * SLOTS + S_NNZ];
     if (nnz[r] > c->res->max_nnz) c->res->max_nnz = nnz[r];
@@ -130,15 +137,15 @@ static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_chec
   return HVDS_SUCCESS;
 }
 
-/* The call as the cost model sees it, from the agreed counts. */
-static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
+/* The call as the cost model sees it, from the agreed counts and overlap. */
+static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
   hvds_sparse_problem_t x = {c->p->size,
                              (double)c->lay.dim,
                              (double)c->lay.row,
                              (double)hvds__dtype_bytes(c->lay.dtype),
                              (double)hvds__sparse_idx_bytes(&c->lay),
                              (double)c->res->max_nnz,
-                             o->overlap,
+                             c->res->overlap,
                              c->quant_bits};
   return x;
 }
@@ -146,7 +153,7 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c, const hvds_spar
 /* The forced algorithm, else the cost model's choice for the agreed counts. The dense baseline
  * runs the dense algorithm the model priced, so prediction and run agree. */
 static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
-  hvds_sparse_problem_t x = problem(c, o);
+  hvds_sparse_problem_t x = problem(c);
   hvds_sparse_algo_t a = o->algorithm != HVDS_SPARSE_AUTO ? o->algorithm
                          : !sum_op(c->op)                 ? HVDS_SPARSE_DENSE
                                                           : hvds__sparse_select(&x, &o->net, NULL);
@@ -160,6 +167,7 @@ static hvds_result_t finish(hvds_sparse_ctx_t* c, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &c->lay;
   hvds_sparse_result_t* res = c->res;
   if (hvds__sstream_own(lay, out) != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse allreduce");
+  res->union_nnz = hvds__sstream_nonzero(lay, out);  // before Average: integers may truncate to 0
   if (c->op == HVDS_AVERAGE && c->p->size > 1 && out->n > 0)
     hvds__scale(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, 1.0 / c->p->size);
   if (res->dense_out != NULL) {
@@ -182,7 +190,7 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
                                      hvds_sparse_result_t* res) {
   static const hvds_sparse_opts_t defaults = HVDS_SPARSE_OPTS_INIT;
   if (o == NULL) o = &defaults;
-  *res = (hvds_sparse_result_t){.dense_out = res->dense_out};
+  *res = (hvds_sparse_result_t){.dense_out = res->dense_out, .overlap = -1.0};
   hvds_result_t rc = check_call(p, lay, op, o);
   if (rc != HVDS_SUCCESS) return rc;
   hvds_sparse_ctx_t c = {.p = p,
@@ -197,13 +205,15 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
   hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
   hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
   uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
-  rc = all != NULL ? preamble(&c, &chk, &in, signature(lay, op, o->algorithm, o->quant_bits), all)
+  uint64_t sig = signature(lay, op, o->algorithm, o->quant_bits);
+  rc = all != NULL ? preamble(&c, &chk, &in, sig, o->overlap, all)
                    : hvds__sparse_nomem(&c, "sparse allreduce");
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);
-    HVDS_DEBUG("sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu",
-               hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
-               res->total_nnz);
+    HVDS_DEBUG(
+        "sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu, overlap %g",
+        hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
+        res->total_nnz, res->overlap);
     rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);

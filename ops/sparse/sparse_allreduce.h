@@ -8,10 +8,12 @@
  *      input status and a signature of its arguments (and rank 0's ZEN key), so an invalid
  *      index or a disagreement fails every rank the same way before any data moves (no rank is
  *      left waiting);
- *   3. pick the algorithm (forced, or the cost model's cheapest for the agreed counts);
+ *   3. pick the algorithm (forced, or the cost model's cheapest for the agreed counts and rank
+ *      0's overlap estimate);
  *   4. run it (Sum; Average is Sum and then 1/size, as Horovod does);
  *   5. hand the result back sparse (sorted unique indices; dense when the byte rule says so) or
- *      scattered into the caller's dense buffer.
+ *      scattered into the caller's dense buffer, with its union size (from which a caller can
+ *      estimate the overlap of the next call: hvds__sparse_overlap_estimate).
  * Results are bitwise identical on every rank. Blocks until done or failed; on failure p->error
  * holds the message (the same on every rank for argument and input errors).
  */
@@ -33,7 +35,8 @@ typedef struct {
   uint64_t tag;                 /* unique among operations running at once on p */
   hvds_sparse_algo_t algorithm; /* HVDS_SPARSE_AUTO: the cost model picks */
   hvds_sparse_net_t net;        /* the cost model's alpha and beta; zeros: defaults */
-  double overlap;               /* the cost model's overlap estimate; < 0: unknown (uniform) */
+  double overlap;               /* the cost model's overlap estimate; < 0: unknown (uniform);
+                                   rank 0's is used on every rank (it travels in the preamble) */
   uint64_t zen_seed;            /* ZEN's hash key; rank 0's is used on every rank (it travels
                                    in the preamble); 0 selects a fixed default */
   size_t chunk_bytes;           /* pipeline segment of the dense steps; 0 = default */
@@ -64,6 +67,10 @@ typedef struct {
   size_t total_nnz;             /* unique input entries: sum over ranks */
   double push_imbalance;        /* ZEN: P * largest block / total sent, worst rank; else 0 */
   double pull_imbalance;        /* ZEN: P * largest owner partition / union size; else 0 */
+  double overlap;               /* the overlap the cost model was given: rank 0's opts */
+  size_t union_nnz;             /* rows of the sum (before Average) with a bit set, the same on
+                                   every rank: with Sum, the union of the ranks' supports less
+                                   the rows that summed to exactly zero */
 } hvds_sparse_result_t;
 
 /* The allreduce. indices: nnz indices of lay->index_dtype, any order, duplicates allowed (their

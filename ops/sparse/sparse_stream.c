@@ -302,3 +302,36 @@ void hvds__sstream_to_dense(const hvds_sparse_layout_t* lay, const hvds_sstream_
   for (size_t i = 0; i < s->n; i++)
     hvds__sparse_row_copy(d + (size_t)hvds__sparse_idx_get(lay, s->base, i) * rb, val + i * rb, rb);
 }
+
+/* Adds to k the non-zero words among n words of type T at p: one load each (the common row
+ * widths). */
+#define COUNT_WORDS(T)                        \
+  for (size_t i = 0; i < n; i++) {            \
+    T w;                                      \
+    memcpy(&w, p + i * sizeof(T), sizeof(T)); \
+    k += w != 0;                              \
+  }
+
+size_t hvds__sparse_nonzero_rows(const void* rows, size_t n, size_t rb) {
+  const char* p = rows;
+  size_t k = 0;
+  switch (rb) {
+    case 2:
+      COUNT_WORDS(uint16_t);
+      break;
+    case 4:
+      COUNT_WORDS(uint32_t);
+      break;
+    case 8:
+      COUNT_WORDS(uint64_t);
+      break;
+    default:
+      for (size_t i = 0; i < n; i++) k += !hvds__sparse_row_is_zero(p + i * rb, rb);
+  }
+  return k;
+}
+#undef COUNT_WORDS
+
+size_t hvds__sstream_nonzero(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s) {
+  return hvds__sparse_nonzero_rows(hvds__sstream_val(lay, s), s->n, hvds__sparse_row_bytes(lay));
+}

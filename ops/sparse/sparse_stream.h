@@ -130,6 +130,11 @@ hvds_result_t hvds__sstream_split(const hvds_sparse_layout_t* lay, const hvds_ss
 void hvds__sstream_add_into(const hvds_sparse_layout_t* lay, char* acc, const hvds_sstream_t* s);
 /* Writes s into dense (dim rows over [0, dim)): s's rows at their indices, zeros elsewhere. */
 void hvds__sstream_to_dense(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, void* dense);
+/* Rows of s with a bit set (-0.0 counts; an entry whose row is all zeros does not, such as a
+ * sum that came out exactly zero, or the empty rows of a dense stream). */
+size_t hvds__sstream_nonzero(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s);
+/* Rows with a bit set among n rows of rb bytes at rows. */
+size_t hvds__sparse_nonzero_rows(const void* rows, size_t n, size_t rb);
 
 /* Stable LSD radix sort of n (key, val) pairs by key, keys <= max_key. key and val are sorted in
  * place. Used for input normalization and ZEN's orderings. */
@@ -184,6 +189,19 @@ static inline void hvds__sparse_row_copy(void* dst, const void* src, size_t rb) 
     default:
       memcpy(dst, src, rb);
   }
+}
+/* 1 when the rb bytes at p are all zero. Inline: the sparse_detect scans call it per row. */
+static inline int hvds__sparse_row_is_zero(const void* p, size_t rb) {
+  const unsigned char* b = (const unsigned char*)p;
+  size_t i = 0;
+  for (; i + 8 <= rb; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    if (w != 0) return 0;
+  }
+  for (; i < rb; i++)
+    if (b[i] != 0) return 0;
+  return 1;
 }
 /* Reads and writes index i of an index array of lay's index type (inline: every merge loop
  * calls them per entry). */

@@ -29,6 +29,34 @@ TEST(SparseCostModel, UnionEstimates) {
   EXPECT_NEAR(hvds__sparse_union(&x, 1), 10, 1e-9);
 }
 
+// The overlap learned from a step inverts the shared-pool union: fed back, the model's union of
+// all P supports is the measured one; identical supports give 1, disjoint ones 0.
+TEST(SparseCostModel, OverlapEstimateInvertsTheUnion) {
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 100), 1.0);  // identical
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 400), 0.0);  // disjoint
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 250), 0.5);
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(2, 10, 15), 0.5);  // 2k - |A n B|
+  // A rank without entries (joined): three identical supports are still overlap 1.
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 100), 1.0);
+  // Clamped: more than P k (cannot happen with k the largest count), less than k (rows that
+  // summed to zero in a dense result).
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 500), 0.0);
+  EXPECT_DOUBLE_EQ(hvds__sparse_overlap_estimate(4, 100, 60), 1.0);
+  // No estimate: one rank, no entries.
+  EXPECT_LT(hvds__sparse_overlap_estimate(1, 100, 100), 0);
+  EXPECT_LT(hvds__sparse_overlap_estimate(4, 0, 0), 0);
+  for (int P : {2, 3, 4, 7, 64}) {
+    for (double w : {0.0, 0.1, 0.25, 0.5, 0.9, 1.0}) {
+      auto x = problem(P, 1 << 24, 1e-3, w);
+      double u = hvds__sparse_union(&x, P);
+      double back = hvds__sparse_overlap_estimate(P, x.nnz, u);
+      EXPECT_NEAR(back, w, 1e-12) << "P " << P << " w " << w;
+      x.overlap = back;
+      EXPECT_NEAR(hvds__sparse_union(&x, P), u, 1e-6 * u);
+    }
+  }
+}
+
 // (Dense needs a bandwidth-bound size: for a few tens of KB, P - 1 whole-vector messages of the
 // allgather baseline beat the dense allreduce's 2 log P or 2 (P - 1) latencies, as they would on a
 // real link. P = 2 is left out of the dense half: there one swap of the dense vectors, which is

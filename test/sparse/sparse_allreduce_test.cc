@@ -208,6 +208,48 @@ TEST(SparseZen, KeyFromRankZero) {
   }
 }
 
+// Every rank passes a different overlap estimate: rank 0's reaches every rank's selector, so the
+// pick is the same everywhere and is the model's for that overlap; the union size is reported.
+TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
+  const int P = 4;
+  const size_t dim = 1 << 16, k = 20000;  // 30%: dense unless the supports are known to match
+  std::set<int> picks;
+  for (double w0 : {-1.0, 0.0, 1.0}) {
+    std::vector<hvds_sparse_algo_t> algo(P);
+    std::vector<double> seen(P);
+    std::vector<size_t> uni(P);
+    inproc_spawn(P, [&](hvds_p2p_t* p) {
+      Input in = make_input(kIdentical, P, p->rank, dim, 1, k, HVDS_FLOAT32, 5);
+      std::fill(in.val.begin(), in.val.end(), 1.0);  // no row sums to zero: the union is k
+      Case cs;
+      cs.dim = dim;
+      std::vector<char> idx, val;
+      encode(in, cs, &idx, &val);
+      hvds_sparse_layout_t lay = {dim, 1, HVDS_FLOAT32, HVDS_INT32};
+      hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
+      o.overlap = p->rank == 0 ? w0 : 0.5;
+      hvds_sparse_result_t res{};
+      ASSERT_EQ(hvds__sparse_allreduce(p, &lay, idx.data(), val.data(), in.idx.size(), HVDS_SUM, &o,
+                                       &res),
+                HVDS_SUCCESS)
+          << p->error;
+      algo[p->rank] = res.algorithm;
+      seen[p->rank] = res.overlap;
+      uni[p->rank] = res.union_nnz;
+      hvds__sparse_result_free(&res);
+    });
+    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0};
+    hvds_sparse_algo_t want = hvds__sparse_select(&x, nullptr, nullptr);
+    picks.insert(want);
+    for (int r = 0; r < P; r++) {
+      EXPECT_EQ(algo[r], want) << "rank " << r << " overlap " << w0;
+      EXPECT_EQ(seen[r], w0) << "rank " << r;
+      EXPECT_EQ(uni[r], k) << "rank " << r;  // identical supports
+    }
+  }
+  EXPECT_GT(picks.size(), 1u) << "the overlap should change the pick here";
+}
+
 TEST(SparseRegistry, NamesRoundTrip) {
   for (int a = HVDS_SPARSE_AUTO; a < HVDS_SPARSE_ALGO_COUNT; a++) {
     const char* name = hvds__sparse_algo_name(static_cast<hvds_sparse_algo_t>(a));

@@ -140,6 +140,14 @@ inline Reference reference(const std::vector<Input>& ins, size_t dim, size_t row
   return ref;
 }
 
+// Rows of the sum with a non-zero element.
+inline size_t nonzero_rows(const Reference& ref, size_t row) {
+  size_t n = 0;
+  for (size_t i = 0; i < ref.sum.size(); i += row)
+    n += std::any_of(ref.sum.begin() + i, ref.sum.begin() + i + row, [](double v) { return v; });
+  return n;
+}
+
 // Expected value of element i after op over P ranks (Sum or Average; bool sums are ORs).
 inline double expected(const Reference& ref, size_t i, hvds_dtype_t t, int op, int P) {
   double v = ref.sum[i];
@@ -295,6 +303,10 @@ inline void run_case(const Case& cs) {
       std::set<int64_t> got(o.indices.begin(), o.indices.end());
       for (int64_t x : ref.support) ASSERT_TRUE(got.count(x)) << "index " << x << " dropped";
     }
+    // The union size: the support less the rows that summed to zero, on every rank; the overlap
+    // the model was given is rank 0's (here every rank's).
+    EXPECT_EQ(o.res.union_nnz, nonzero_rows(ref, cs.row)) << "rank " << r;
+    EXPECT_EQ(o.res.overlap, cs.overlap < 0 ? -1.0 : cs.overlap) << "rank " << r;
   }
 }
 

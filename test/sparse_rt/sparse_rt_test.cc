@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -181,7 +182,8 @@ TEST(SparseRtTimeline, AlgorithmActivityWithArgs) {
   std::string text = ReadFile(path);
   for (const char* want :
        {"NEGOTIATE_SPARSE_ALLREDUCE", "\"SPARSE_ALLREDUCE\"", "\"SPARSE_ZEN\"", "\"predicted_ms\"",
-        "\"density\"", "\"auto_pick\"", "DENSE_DETECT", "\"ph\":\"X\"", "tl.auto", "detect.tl"})
+        "\"density\"", "\"auto_pick\"", "\"overlap\":-1", "\"learned_overlap\"", "DENSE_DETECT",
+        "\"ph\":\"X\"", "tl.auto", "detect.tl"})
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   RunResult v = RunCommand(
       {"/usr/bin/python3", "-c", std::string("import json; json.load(open('") + path + "'))"}, {},
@@ -189,6 +191,38 @@ TEST(SparseRtTimeline, AlgorithmActivityWithArgs) {
   EXPECT_EQ(v.status, 0) << v.output;
   unlink(path);
 }
+
+// A name's second step gives the cost model the overlap its first step's union showed: 1 for
+// identical supports, 0 for disjoint ones, also for sparse_detect and when rank 0 has joined
+// (it learns without entries); every rank prints the same lines (overlap, learned value, pick),
+// and the results are exact. One rank learns nothing.
+class SparseRtOverlap : public ::testing::TestWithParam<int> {};
+
+TEST_P(SparseRtOverlap, SecondStepUsesTheFirstStepsOverlap) {
+  int np = GetParam();
+  RunResult r = RunScenario(np, "overlap", {"HVDSPARSE_NET_ALPHA_US=20", "HVDSPARSE_NET_GBPS=10"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS overlap"), np) << r.output;
+  std::map<std::string, int> lines;  // each step's line, and how many ranks printed it
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("OVERLAP ") != std::string::npos) lines[line.substr(line.find("OVERLAP "))]++;
+  for (const auto& [line, n] : lines)
+    EXPECT_EQ(n, line.find("ovl.join") != std::string::npos ? np - 1 : np) << line;
+  EXPECT_EQ(lines.size(), np > 1 ? 8u : 6u) << r.output;  // one line per step: ranks agree
+  std::string one = np > 1 ? "1.000" : "none", zero = np > 1 ? "0.000" : "none";
+  std::string used1 = np > 1 ? "used 1.000" : "used uniform";
+  EXPECT_EQ(Count(r.output, "OVERLAP ovl.same step 1: used uniform learned " + one), np);
+  EXPECT_EQ(Count(r.output, "OVERLAP ovl.same step 2: " + used1), np);
+  EXPECT_EQ(Count(r.output, "OVERLAP ovl.disjoint step 1: used uniform learned " + zero), np);
+  EXPECT_EQ(Count(r.output, "OVERLAP ovl.detect step 2: " + used1), np);
+  if (np > 1) {
+    EXPECT_EQ(Count(r.output, "OVERLAP ovl.join step 2: used 1.000"), np - 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Np, SparseRtOverlap, ::testing::Values(1, 3, 4),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
 
 // Over Gloo's pairs as well as the default transport.
 TEST(SparseRtTransports, GlooPairs) {

@@ -1,7 +1,8 @@
 /* Sparse allreduce test worker: data generation, checks, and the scenarios on the sparse API
  * itself (every format, index type, output kind, op and algorithm; the allocator; errors). The
  * runtime scenarios (sparse_detect, process sets, join, timeline, network) are in
- * sparse_worker_more.c. Prints "PASS <scenario>" on success, exits non-zero otherwise. */
+ * sparse_worker_more.c, the overlap learned across steps in sparse_worker_overlap.c. Prints
+ * "PASS <scenario>" on success, exits non-zero otherwise. */
 #include "sparse_worker.h"
 
 #include <math.h>
@@ -556,6 +557,8 @@ int main(int argc, char** argv) {
     scenario_timeline();
   else if (!strcmp(s, "net"))
     scenario_net();
+  else if (!strcmp(s, "overlap"))
+    scenario_overlap();
   else
     FAIL("unknown scenario %s", s);
   CHECK_OK(hvds_shutdown());

@@ -66,4 +66,7 @@ void scenario_join(void);
 void scenario_timeline(void);
 void scenario_net(void);
 
+/* sparse_worker_overlap.c */
+void scenario_overlap(void);
+
 #endif /* HVDS_SPARSE_WORKER_H_ */
