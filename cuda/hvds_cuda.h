@@ -1,12 +1,13 @@
 /* The CUDA kernels of hvdsparse behind a C API: fusion pack/unpack with scaling, 16-bit float
  * casts, element-wise reduce and scale, non-zero extraction (stream compaction), ZEN's hash
- * partition (counting sort), ZEN's bitmap encode/decode, and row scatter/gather.
+ * partition (counting sort), ZEN's bitmap encode/decode, row scatter/gather, top-k with error
+ * feedback, and stochastic quantization.
  *
  * Built only when CMake finds a CUDA compiler (library hvds_cuda, docs/gpu.md). The CPU kernels of
  * ops/ are the reference: every result here is bitwise identical to theirs (ops/reduce.c,
- * ops/sparse/), except that a NaN produced by arithmetic is the GPU's canonical NaN rather than
- * the operand's payload, and that the atomic scatter-add of duplicate float indices depends on
- * the order of the atomics.
+ * ops/sparse/, ops/topk.c, ops/quantize.c), except that a NaN produced by arithmetic is the GPU's
+ * canonical NaN rather than the operand's payload, and that the atomic scatter-add of duplicate
+ * float indices depends on the order of the atomics.
  *
  * Conventions of every function:
  *   - d_* pointers are device memory (or managed memory); everything else is host memory.
@@ -157,6 +158,38 @@ hvds_result_t hvds__cuda_scatter(const hvds_sparse_layout_t* lay, const void* d_
 hvds_result_t hvds__cuda_gather_rows(const hvds_sparse_layout_t* lay, const void* d_dense,
                                      const void* d_idx, size_t n, void* d_vals_out,
                                      hvds_cuda_stream_t stream);
+
+/* ---- Top-k with error feedback (ops/topk.h on the GPU) ---- */
+
+/* Workspace bytes for hvds__cuda_topk_feedback over n elements (any dtype). */
+size_t hvds__cuda_topk_workspace(size_t n);
+/* hvds__topk_feedback() with a plan without a sample, on device buffers: d_acc += d_grad (d_grad
+ * may be NULL), then the min(k, n) entries of d_acc largest in magnitude (magnitude = the bit
+ * pattern with the sign cleared, so NaN ranks above infinity; ties to the lower indices; zeros
+ * never, so fewer when d_acc holds fewer non-zeros) go to d_indices (index_dtype HVDS_INT32, for
+ * n <= INT32_MAX, or HVDS_INT64) and d_values in increasing index order, and are zeroed in d_acc.
+ * *d_count (one device uint64) = the number selected. dtype HVDS_FLOAT32 or HVDS_FLOAT64 (else
+ * HVDS_NOT_SUPPORTED); d_indices and d_values hold min(k, n) entries and must not overlap d_acc.
+ * Equal to the CPU in everything but this: a NaN made by acc + grad is the GPU's canonical NaN,
+ * whose magnitude key is the largest, so with more NaNs than k the NaNs sent can differ. */
+hvds_result_t hvds__cuda_topk_feedback(void* d_acc, const void* d_grad, hvds_dtype_t dtype,
+                                       size_t n, size_t k, void* d_indices,
+                                       hvds_dtype_t index_dtype, void* d_values, uint64_t* d_count,
+                                       void* d_ws, size_t ws_bytes, hvds_cuda_stream_t stream);
+
+/* ---- Stochastic quantization (ops/quantize.h on the GPU) ---- */
+
+/* hvds__quant_encode() on device buffers: n values of dtype (float16, bfloat16, float32,
+ * float64) at d_src into the hvds__quant_bytes(n, bits) bytes at d_dst, every byte written. The
+ * bytes are the CPU encoder's for the same values, bits and seed. No workspace; d_dst needs no
+ * alignment. HVDS_INVALID_ARGUMENT for what the CPU encoder refuses (a width other than 2, 4, 8;
+ * another dtype) and for NULL buffers when n > 0. */
+hvds_result_t hvds__cuda_quant_encode(const void* d_src, size_t n, hvds_dtype_t dtype, int bits,
+                                      uint64_t seed, void* d_dst, hvds_cuda_stream_t stream);
+/* hvds__quant_decode() on device buffers: the n values encoded at d_src as dtype into d_dst. The
+ * values are the CPU decoder's, except that a NaN bucket decodes to the GPU's canonical NaN. */
+hvds_result_t hvds__cuda_quant_decode(const void* d_src, size_t n, int bits, hvds_dtype_t dtype,
+                                      void* d_dst, hvds_cuda_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -38,4 +38,21 @@ HVDS_HD float hvds_hd_bits_f32(uint32_t u) {
 #endif
 }
 
+HVDS_HD uint64_t hvds_hd_f64_bits(double d) {
+#if defined(__CUDA_ARCH__)
+  return (uint64_t)__double_as_longlong(d);
+#else
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+#endif
+}
+
+/* splitmix64's finalizer: a fast bijective 64-bit mixer (ZEN's hash, the quantizer's draws). */
+HVDS_HD uint64_t hvds_hd_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 #endif /* HVDS_CUDA_HOSTDEV_H_ */

@@ -14,13 +14,6 @@
 #include "../ops/sparse/zen_hash.h"
 #include "hvds_hostdev.h"
 
-/* splitmix64's finalizer: a fast bijective 64-bit mixer. */
-HVDS_HD uint64_t hvds_hd_mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 /* One pass of the 4-round Feistel network over the 2 * half bit domain, and its inverse. */
 HVDS_HD uint64_t hvds_hd_feistel(const hvds_zen_hash_t* h, uint64_t x) {
   uint64_t l = x >> h->half, r = x & h->mask;
