@@ -7,9 +7,10 @@ the step time.
     hvdsparse run -np 4 python3 train_lm_topk.py --compression topk --ratio 0.01 \\
         --quantize-bits 4 --steps 300
 
-The model (defaults): embedding 10000 x 256, one LSTM layer of 512, a 512 x 10000 decoder: about
-9.3 M parameters, 37 MB of float32 gradient per step, so that on a 1 Gbit/s link the dense
-allreduce dominates the step. The text comes from a fixed hidden process every rank knows: the
+The model (defaults): embedding 10000 x 1024, one LSTM layer of 512, a 512 x 10000 decoder: about
+18.5 M parameters, 74 MB of float32 gradient per step, and 4 sequences of 10 tokens per rank, so
+that on a 1 Gbit/s link the dense allreduce dominates the step (about 1 s of a 1.6 s step on 4
+hosts: docs/compression.md). The text comes from a fixed hidden process every rank knows: the
 next token is one of 8 successors of the current token (Zipf-weighted; the successors follow a
 Zipf law over the vocabulary), or uniform noise with probability --noise, so the loss can fall
 well below ln(vocab).
@@ -40,10 +41,10 @@ parser.add_argument("--quantize-bits", type=int, choices=[0, 2, 4, 8], default=0
 parser.add_argument("--sparse-algorithm", default=None,
                     help="force the sparse allreduce algorithm (default: the cost model)")
 parser.add_argument("--steps", type=int, default=300)
-parser.add_argument("--batch-size", type=int, default=16, help="per-rank sequences per step")
-parser.add_argument("--seq-len", type=int, default=35)
+parser.add_argument("--batch-size", type=int, default=4, help="per-rank sequences per step")
+parser.add_argument("--seq-len", type=int, default=10)
 parser.add_argument("--vocab", type=int, default=10000)
-parser.add_argument("--embed", type=int, default=256)
+parser.add_argument("--embed", type=int, default=1024)
 parser.add_argument("--hidden", type=int, default=512)
 parser.add_argument("--layers", type=int, default=1)
 parser.add_argument("--lr", type=float, default=1.0)
