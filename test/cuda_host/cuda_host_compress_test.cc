@@ -276,6 +276,26 @@ std::vector<uint8_t> emulate_encode(const std::vector<double>& v, int bits, uint
   return dst;
 }
 
+// x stored at e as dtype t; 16-bit types through the given float converters (the device's or
+// the CPU's, whichever the caller emulates).
+template <typename ToHalf, typename ToBf16>
+void store_as(hvds_dtype_t t, double x, uint8_t* e, ToHalf to_half, ToBf16 to_bf16) {
+  float f = (float)x;
+  uint16_t h;
+  switch (t) {
+    case HVDS_FLOAT16:
+    case HVDS_BFLOAT16:
+      h = t == HVDS_FLOAT16 ? to_half(f) : to_bf16(f);
+      memcpy(e, &h, 2);
+      break;
+    case HVDS_FLOAT32:
+      memcpy(e, &f, 4);
+      break;
+    default:
+      memcpy(e, &x, 8);
+  }
+}
+
 // cuda/quantize.cu's decode_kernel: per group of 4, the scale, the group's bytes, the values.
 std::vector<uint8_t> emulate_decode(const std::vector<uint8_t>& src, size_t n, int bits,
                                     hvds_dtype_t t) {
@@ -291,21 +311,7 @@ std::vector<uint8_t> emulate_decode(const std::vector<uint8_t>& src, size_t n, i
     for (size_t j = 0; j < 4 && first + j < n; j++) {
       double d =
           hvds_hd_quant_value(hvds_hd_quant_unpack(group, (int)j, bits), s, hvds_hd_bits_f32(sb));
-      uint8_t* e = &dst[(first + j) * esz];
-      uint16_t h;
-      float f = (float)d;
-      switch (t) {
-        case HVDS_FLOAT16:
-        case HVDS_BFLOAT16:
-          h = t == HVDS_FLOAT16 ? hvds_hd_float_to_half(f) : hvds_hd_float_to_bf16(f);
-          memcpy(e, &h, 2);
-          break;
-        case HVDS_FLOAT32:
-          memcpy(e, &f, 4);
-          break;
-        default:
-          memcpy(e, &d, 8);
-      }
+      store_as(t, d, &dst[(first + j) * esz], hvds_hd_float_to_half, hvds_hd_float_to_bf16);
     }
   }
   return dst;
@@ -330,21 +336,7 @@ std::vector<uint8_t> quant_input(hvds_dtype_t t, size_t n, int bits, std::mt1993
     if (kind == 4 && rng() % 300 == 0) x = rng() % 2 ? INFINITY : -INFINITY;
     if (kind == 5 && t == HVDS_FLOAT64 && rng() % 100 == 0) x = 1e39;
     if (kind == 6) x = normal(rng) * 1e-40;
-    uint8_t* e = &out[i * esz];
-    uint16_t h;
-    float f = (float)x;
-    switch (t) {
-      case HVDS_FLOAT16:
-      case HVDS_BFLOAT16:
-        h = t == HVDS_FLOAT16 ? hvds__float_to_half(f) : hvds__float_to_bf16(f);
-        memcpy(e, &h, 2);
-        break;
-      case HVDS_FLOAT32:
-        memcpy(e, &f, 4);
-        break;
-      default:
-        memcpy(e, &x, 8);
-    }
+    store_as(t, x, &out[i * esz], hvds__float_to_half, hvds__float_to_bf16);
   }
   return out;
 }
