@@ -9,7 +9,7 @@ the step time.
 
 The model (defaults): embedding 10000 x 1024, one LSTM layer of 512, a 512 x 10000 decoder: about
 18.5 M parameters, 74 MB of float32 gradient per step, and 4 sequences of 10 tokens per rank, so
-that on a 1 Gbit/s link the dense allreduce dominates the step (about 1 s of a 1.6 s step on 4
+that on a 1 Gbit/s link the dense allreduce dominates the step (about 1 s of a 1.2 s step on 4
 hosts: docs/compression.md). The text comes from a fixed hidden process every rank knows: the
 next token is one of 8 successors of the current token (Zipf-weighted; the successors follow a
 Zipf law over the vocabulary), or uniform noise with probability --noise, so the loss can fall
