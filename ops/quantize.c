@@ -11,19 +11,13 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "splitmix.h"
 
-#define GOLDEN 0x9e3779b97f4a7c15ULL
 #define SNAP 0x1p-20 /* t within s * SNAP of an integer is on the grid */
-
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 /* splitmix64's output number i + 1 for state seed, as a double in [0, 1). */
 static double draw(uint64_t seed, uint64_t i) {
-  return (double)(mix64(seed + (i + 1) * GOLDEN) >> 11) * 0x1p-53;
+  return (double)(hvds__splitmix_at(seed, i) >> 11) * 0x1p-53;
 }
 
 int hvds__quant_levels(int bits) {
@@ -44,7 +38,7 @@ size_t hvds__quant_bytes(size_t n, int bits) {
 }
 
 uint64_t hvds__quant_seed(uint64_t key, uint64_t tag, uint64_t block) {
-  return mix64(mix64(key ^ (tag * GOLDEN)) + (block + 1) * GOLDEN);
+  return hvds__splitmix_at(hvds__mix64(key ^ (tag * HVDS_SPLITMIX_GOLDEN)), block);
 }
 
 /* Values [first, first + m) of src as doubles. */

@@ -9,16 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GOLDEN 0x9e3779b97f4a7c15ULL
+#include "splitmix.h"
+
 #define DIGIT_BITS 11
 #define BUCKETS (1 << DIGIT_BITS)
 #define CHUNK 16 /* elements tested together by the collecting pass */
-
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 static inline uint32_t key_f32(float v) {
   uint32_t b;
@@ -119,7 +114,7 @@ DEFINE_KTH(kth_keys63, uint64_t, KEY_SELF, 63)
   static uint64_t threshold_##SUFFIX(const T* acc, const T* grad, int64_t n,               \
                                      const hvds_topk_plan_t* plan, uint64_t* keys) {       \
     for (int64_t j = 0; j < plan->sample; j++) {                                           \
-      int64_t i = (int64_t)(mix64(plan->seed + (uint64_t)(j + 1) * GOLDEN) % (uint64_t)n); \
+      int64_t i = (int64_t)(hvds__splitmix_at(plan->seed, (uint64_t)j) % (uint64_t)n);     \
       keys[j] = KEY(grad ? (T)(acc[i] + grad[i]) : acc[i]);                                \
     }                                                                                      \
     uint64_t t = KTH_KEYS(keys, plan->sample, plan->sample_rank).kth;                      \

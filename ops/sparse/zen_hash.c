@@ -1,12 +1,7 @@
 /* ZEN's keyed permutation (zen_hash.h). */
 #include "zen_hash.h"
 
-/* splitmix64's finalizer: a fast bijective 64-bit mixer. */
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+#include "splitmix.h"
 
 void hvds__zen_hash_init(hvds_zen_hash_t* h, uint64_t dim, uint64_t seed) {
   int bits = 0;
@@ -16,13 +11,13 @@ void hvds__zen_hash_init(hvds_zen_hash_t* h, uint64_t dim, uint64_t seed) {
   h->mask = h->half >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << h->half) - 1;
   uint64_t s = seed;
   for (int i = 0; i < 4; i++) {
-    s += 0x9e3779b97f4a7c15ULL;  // splitmix64's sequence
-    h->key[i] = mix64(s);
+    s += HVDS_SPLITMIX_GOLDEN;  // splitmix64's sequence
+    h->key[i] = hvds__mix64(s);
   }
 }
 
 static uint64_t round_fn(const hvds_zen_hash_t* h, uint64_t r, int i) {
-  return mix64(r ^ h->key[i]) & h->mask;
+  return hvds__mix64(r ^ h->key[i]) & h->mask;
 }
 
 /* One pass of the network over the 2 * half bit domain. */
