@@ -28,7 +28,10 @@ class DeviceBuf {
     if (cudaMalloc(&p_, bytes > 0 ? bytes : 1) != cudaSuccess) p_ = nullptr;
   }
   DeviceBuf(const void* host, size_t bytes) : DeviceBuf(bytes) {
+    // A copy from pageable memory may return before its DMA lands; the code under test runs on
+    // non-blocking streams that would not wait for it.
     if (p_ && bytes) cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
   }
   template <class T>
   explicit DeviceBuf(const std::vector<T>& v) : DeviceBuf(v.data(), v.size() * sizeof(T)) {}

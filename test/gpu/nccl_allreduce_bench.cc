@@ -1,7 +1,9 @@
 // Allreduce bus bandwidth of our path (hvds__nccl_allreduce: the context's stream, completion
 // event and completion thread) next to ncclAllReduce called directly on the same buffers, with
 // one rank (thread) per GPU. Bus bandwidth is nccl-tests': algbw * 2 (n - 1) / n, which is 0 at
-// one rank, so algbw is printed too. Usage: nccl_allreduce_bench [max MiB] [iterations].
+// one rank, so algbw and the time per call are printed too. Out of place, so that one rank still
+// moves every byte (NCCL's in-place allreduce at one rank does nothing): the bound there is the
+// device's copy rate. Usage: nccl_allreduce_bench [max MiB] [iterations].
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -55,21 +57,22 @@ void rank_main(Shared* sh, int rank, int n, const std::vector<size_t>& sizes, in
     exit(1);
   }
   cudaStream_t s = (cudaStream_t)hvds__nccl_ctx_stream(ctx);
-  void* buf = nullptr;
-  if (cudaMalloc(&buf, sizes.back()) != cudaSuccess) {
+  void *buf = nullptr, *out = nullptr;
+  if (cudaMalloc(&buf, sizes.back()) != cudaSuccess || cudaMalloc(&out, sizes.back()) != cudaSuccess) {
     fprintf(stderr, "rank %d: cudaMalloc of %zu bytes failed\n", rank, sizes.back());
     exit(1);
   }
   cudaMemset(buf, 0, sizes.back());
+  cudaMemset(out, 0, sizes.back());
   for (size_t bytes : sizes) {
     size_t count = bytes / 4;
     for (int pass = 0; pass < 2; pass++) {  // 0: ours, 1: ncclAllReduce
       auto once = [&] {
         if (pass == 0) {
           hvds_nccl_call_t c = HVDS_NCCL_CALL_INIT;
-          hvds__nccl_allreduce(comm, buf, buf, count, HVDS_FLOAT32, HVDS_SUM, 1, 1, &c);
+          hvds__nccl_allreduce(comm, buf, out, count, HVDS_FLOAT32, HVDS_SUM, 1, 1, &c);
         } else {
-          ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, sh->raw[rank], s);
+          ncclAllReduce(buf, out, count, ncclFloat32, ncclSum, sh->raw[rank], s);
         }
       };
       auto finish = [&] {
@@ -90,6 +93,7 @@ void rank_main(Shared* sh, int rank, int n, const std::vector<size_t>& sizes, in
     }
   }
   cudaFree(buf);
+  cudaFree(out);
   hvds__nccl_comm_destroy(comm);
   hvds__nccl_ctx_destroy(ctx);
 }
@@ -119,15 +123,16 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   for (ncclComm_t c : sh.raw) ncclCommDestroy(c);
   int version = hvds__nccl_version();
-  printf("allreduce float32 sum in place, %d rank(s) on %d GPU(s), NCCL %d, %d iterations\n", n, n,
+  printf("allreduce float32 sum out of place, %d rank(s) on %d GPU(s), NCCL %d, %d iterations\n", n, n,
          version, iters);
-  printf("%12s %12s %12s %12s %12s %8s\n", "bytes", "ours algbw", "ours busbw", "nccl algbw",
-         "nccl busbw", "ratio");
+  printf("%12s %10s %12s %12s %10s %12s %12s %8s\n", "bytes", "ours us", "ours algbw",
+         "ours busbw", "nccl us", "nccl algbw", "nccl busbw", "ratio");
   double factor = 2.0 * (n - 1) / n;
   for (size_t i = 0; i < sizes.size(); i++) {
     double a = sizes[i] / sh.ours[i] / 1e9, b = sizes[i] / sh.direct[i] / 1e9;
-    printf("%12zu %10.2f GB/s %8.2f GB/s %8.2f GB/s %8.2f GB/s %7.3f\n", sizes[i], a, a * factor, b,
-           b * factor, sh.direct[i] / sh.ours[i]);
+    printf("%12zu %10.1f %7.1f GB/s %7.1f GB/s %10.1f %7.1f GB/s %7.1f GB/s %8.3f\n", sizes[i],
+           sh.ours[i] * 1e6, a, a * factor, sh.direct[i] * 1e6, b, b * factor,
+           sh.direct[i] / sh.ours[i]);
   }
   printf("ratio = ncclAllReduce time / our path's time (1.0: no overhead)\n");
   return 0;
