@@ -205,7 +205,7 @@ static int coord_loop(long* cycles) {
       hvds__cycle_release(0, 1); /* rung or woken: the next cycle is due at once */
       continue;
     }
-    next = hvds__cycle_release(0, 0);
+    next = hvds__cycle_release(0, hvds__cycle_due_again());
     wait_local(idle && rt.size == 1 ? -1 : next);
     grace_for_callers();
   }

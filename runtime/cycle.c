@@ -135,6 +135,30 @@ void hvds__cycle_drop_rest(void) {
   __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
 }
 
+/* Whether the next cycle is due at once. A rank whose entries are still pending after a round
+ * waits for a peer that missed it (the peer's own work came a moment later, and the peer starts
+ * the next round right away); waiting the cycle time instead holds that peer up by as long, and
+ * once every operation takes a cycle time the ranks' timers all fall due as operations end, so
+ * the idle rounds they run keep it that way. Rounds that run nothing are eager only a few times
+ * in a row: ranks waiting for tensors their peers have not submitted go back to the cycle time
+ * (the next round waits for every peer anyway, so an eager rank does not spin on its own). */
+#define EAGER_ROUNDS_MAX 8
+static int due_again;
+
+static void decide_due_again(int executed) {
+  rt.empty_rounds = executed ? 0 : rt.empty_rounds + 1;
+  due_again = 0;
+  if (rt.empty_rounds > EAGER_ROUNDS_MAX) return;
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS && !due_again; id++) {
+    pthread_mutex_lock(&rt.qmu);
+    hvds_pset_t* s = rt.psets[id];
+    pthread_mutex_unlock(&rt.qmu);
+    due_again = s != NULL && s->my_rank >= 0 && s->pending.count > 0;
+  }
+}
+
+int hvds__cycle_due_again(void) { return due_again; }
+
 static int fail(hvds_pset_t* s, hvds_result_t rc) {
   hvds__record_fault(s, rc);
   return -1;
@@ -145,7 +169,7 @@ static int fail(hvds_pset_t* s, hvds_result_t rc) {
  * collectives in the same order, whichever thread runs them). Returns 0 to go on, 1 to stop,
  * -1 on failure; 2 when it stopped early for awaited and left the rest. */
 static int run_sets(hvds_handle_t awaited) {
-  int stop = 0, busy = 0;
+  int stop = 0, busy = 0, executed = 0;
   double tuned_bytes = 0;
   int32_t first = 0;
   if (rt.rest.resps) {
@@ -159,6 +183,7 @@ static int run_sets(hvds_handle_t awaited) {
     }
     if (next < rt.rest.n) {
       rt.rest.next = next;
+      decide_due_again(1);
       return 2;
     }
     first = rt.rest.set_id + 1;
@@ -185,6 +210,7 @@ static int run_sets(hvds_handle_t awaited) {
       busy = s->busy_anywhere;
       rt.world_epoch++;
     }
+    executed |= n > 0;
     rc = execute_from(s, resps, n, &next, stop ? 0 : awaited);
     if (rc != HVDS_SUCCESS) {
       free(resps);
@@ -192,10 +218,12 @@ static int run_sets(hvds_handle_t awaited) {
     }
     if (next < n) {
       leave_rest(id, resps, n, next, tuned_bytes);
+      decide_due_again(1);
       return 2;
     }
     free(resps);
   }
+  decide_due_again(executed);
   rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
   hvds_result_t rc = hvds__autotune_cycle(rt.psets[0], rt.last_cycle_start, tuned_bytes);
   if (rc != HVDS_SUCCESS) return fail(rt.psets[0], rc);
@@ -221,6 +249,6 @@ int hvds__cycle_run_as_caller(hvds_handle_t awaited) {
     __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&rt.qmu);
   }
-  hvds__cycle_release(r == 2 ? 0 : r, 0);
+  hvds__cycle_release(r == 2 ? 0 : r, r == 0 && due_again);
   return 1;
 }

@@ -21,6 +21,9 @@ void hvds__cycle_end(int result);
  * Returns 0 to go on, 1 when every rank agreed to stop, -1 when communication failed (the fault
  * is recorded). */
 int hvds__cycle_run(void);
+/* After hvds__cycle_run: whether the next cycle is due at once (this rank still waits for its
+ * peers to agree on entries it submitted), to pass to hvds__cycle_release. */
+int hvds__cycle_due_again(void);
 /* For a thread blocked in hvds_wait() on awaited: runs the next cycle if it is due and free.
  * Once awaited is complete it leaves the rest of the cycle's operations to the coordinator (in
  * the same order, before anything else), so that a caller waiting for the first of several

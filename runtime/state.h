@@ -170,6 +170,8 @@ typedef struct hvds_runtime {
   double stall_check_s;          /* init: stall warning time */
   int stall_check_disabled;      /* init */
   int idle_sleep_cycles;         /* coord: idle cycles before sleeping on the doorbell; 0 never */
+  int empty_rounds;              /* coord: consecutive cycles that ran nothing while this rank waited
+                                    for its peers to agree (cycle.c: due_again) */
   int idle_cycles;               /* coord: consecutive cycles in which no rank had work (the same
                                     count on every rank: it comes from the global set's flags) */
   uint64_t world_epoch;          /* coord: global cycles run; stamps doorbell rings */
