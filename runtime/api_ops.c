@@ -180,7 +180,14 @@ static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle)
     s->q_tail = e;
   }
   __atomic_store_n(&rt.enqueued, rt.enqueued + 1, __ATOMIC_RELEASE);
-  hvds__coord_wake_locked(); /* signals only a sleeping coordinator: one wake-up per batch */
+  /* Signals only a sleeping coordinator, and not even that when this thread ran its previous
+   * operation itself: it will likely wait and run this one too (one enqueue only: a thread
+   * queueing several without waiting wakes the coordinator from its second on). */
+  if (hvds__served_itself)
+    hvds__coord_wake_lazy_locked();
+  else
+    hvds__coord_wake_locked();
+  hvds__served_itself = 0;
   pthread_mutex_unlock(&rt.qmu);
   *handle = h->id;
   return HVDS_SUCCESS;

@@ -8,10 +8,12 @@
 
 #include "collectives.h"
 #include "fusion.h"
+#include "hierarchy.h"
 #include "lane.h"
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
+#include "shm/shm_p2p.h"
 #include "sparse_rt.h"
 
 #define rt hvds__rt
@@ -57,6 +59,10 @@ static uint64_t next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40)
 
 static hvds_result_t bit_allreduce(hvds_pset_t* s, uint64_t* v, size_t words,
                                    hvds_reduce_op_t op) {
+  /* Every rank on one host: the words meet in the shared segment, one synchronisation instead
+   * of log2(P) rounds of messages (the cycle's owner runs the segment's collectives in order). */
+  if (s->comm == rt.world && rt.hier_mode == HVDS_HIER_SHM_WORLD)
+    return hvds__shm_agree(s->comm, v, words, HVDS_INT64, op);
   hvds_coll_opts_t o = {next_tag(s), HVDS_ALGO_AUTO, 0, 0};
   return hvds__allreduce(s->comm, v, words, HVDS_INT64, op, &o);
 }

@@ -29,6 +29,15 @@ void hvds__coord_wake_locked(void) {
   if (rt.coord_bell_sleeping && rt.world->ops->bell_interrupt) rt.world->ops->bell_interrupt(rt.world);
 }
 
+void hvds__coord_wake_lazy_locked(void) {
+  if (rt.coord_sleeps_forever || rt.coord_bell_sleeping) {
+    hvds__coord_wake_locked();
+    return;
+  }
+  /* The coordinator looks at its deadline, a cycle time at most, if the thread does not. */
+  __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);
+}
+
 static int local_reason_locked(void) {
   return rt.wake || atomic_load(&rt.shutdown_requested) || rt.cycle_result;
 }
@@ -46,7 +55,9 @@ static void wait_local(double deadline) {
     rt.coord_sleeping = 1;
     int rc = 0;
     if (deadline < 0) {
+      rt.coord_sleeps_forever = 1;
       pthread_cond_wait(&rt.qcv, &rt.qmu);
+      rt.coord_sleeps_forever = 0;
     } else {
       double left = deadline - hvds__now();
       if (left <= 0) {

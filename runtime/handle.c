@@ -147,22 +147,27 @@ int hvds_poll(hvds_handle_t id) {
   return r;
 }
 
+_Thread_local int hvds__served_itself;
+
 /* Runs cycles on the waiting thread while the handle is pending, the deadline (monotonic
- * seconds, < 0 none) has not passed, and a cycle is due and free. */
-static void run_cycles_while_pending(hvds_handle_t id, double deadline) {
-  for (;;) {
-    if (deadline >= 0 && hvds__now() >= deadline) return;
+ * seconds, < 0 none) has not passed, and a cycle is due and free. Returns 1 when it ran at
+ * least one and the handle is done. */
+static int run_cycles_while_pending(hvds_handle_t id, double deadline) {
+  for (int ran = 0;; ran = 1) {
+    if (deadline >= 0 && hvds__now() >= deadline) return 0;
     pthread_mutex_lock(&rt.hmu);
     hvds_handle_rec_t* h = hvds__handle_find_locked(id);
     int pending = h != NULL && !h->done;
     pthread_mutex_unlock(&rt.hmu);
-    if (!pending || !hvds__cycle_run_as_caller(id)) return;
+    if (!pending) return ran && h != NULL;
+    if (!hvds__cycle_run_as_caller(id)) return 0;
   }
 }
 
 hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
   if (timeout_ms != 0)
-    run_cycles_while_pending(id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
+    hvds__served_itself =
+        run_cycles_while_pending(id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
   struct timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   if (timeout_ms >= 0) {

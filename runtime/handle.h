@@ -17,5 +17,8 @@ void hvds__handle_complete_many(hvds_handle_rec_t** hs, int32_t n, hvds_result_t
 hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id);
 /* Frees every record (shutdown with nothing pending). */
 void hvds__handle_table_free(void);
+/* Whether this thread's latest hvds_wait() found its operation pending and finished it by
+ * running cycles itself; the next enqueue from this thread reads and clears it. */
+extern _Thread_local int hvds__served_itself;
 
 #endif /* HVDS_HANDLE_H_ */

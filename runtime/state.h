@@ -132,6 +132,7 @@ typedef struct hvds_runtime {
   uint64_t enqueued;             /* qmu (atomic reads without): operations queued so far */
   int coord_sleeping;            /* qmu: the coordinator waits on qcv */
   int coord_bell_sleeping;       /* qmu: the coordinator waits on the world doorbell */
+  int coord_sleeps_forever;      /* qmu: its wait on qcv has no deadline */
   int cycle_owned;               /* qmu: a thread runs a cycle or sleeps on the doorbell; the
                                     fields marked "coord" belong to that thread meanwhile */
   int cycle_result;              /* qmu: sticky end of the loop (1 stop, -1 failure) */
@@ -193,6 +194,12 @@ extern hvds_runtime_t hvds__rt;
 
 /* Wakes the coordinator for local work, a stop or a timeline change. Call with rt.qmu held. */
 void hvds__coord_wake_locked(void);
+/* For an operation just queued by a thread whose previous operation it ran itself (it waited
+ * and ran the cycle): marks the work and wakes the coordinator only if its sleep has no
+ * deadline, since that thread will most likely wait and run the cycle again; a wake-up costs two
+ * context switches, which on a host with fewer cores than ranks is a large part of a small
+ * operation. Otherwise as hvds__coord_wake_locked. Call with rt.qmu held. */
+void hvds__coord_wake_lazy_locked(void);
 
 /* Whether the caller's options struct is long enough to hold field (older callers pass a
  * smaller size: the field then takes its default). */

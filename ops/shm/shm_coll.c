@@ -29,9 +29,10 @@
  * reduces the whole round itself, in rank order, from the slots: one synchronisation instead of
  * two, for P reads of a small buffer.
  *
- * Waiting: a wait polls as the transport's waits do, then sleeps on its futex saying whose
- * counter it waits for; a publication wakes only the peers that wait for it. A sleeping wait
- * checks the awaited rank's liveness and the communicator's timeout.
+ * Waiting: a wait polls (hvds__shm_coll_poll_default, or the transport's poll time for a
+ * negotiation), then sleeps on its futex saying whose counter it waits for; a publication wakes
+ * only the peers that wait for it. A sleeping wait checks the awaited rank's liveness and the
+ * communicator's timeout.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -114,7 +115,7 @@ static hvds_result_t wait_for(shm_t* s, int q, stage_t st, uint64_t target) {
   _Atomic uint64_t* c = counter(s, q, st);
   if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
   int64_t start = hvds__shm_now_us(), last_check = start;
-  int64_t poll_until = start + s->poll_us;
+  int64_t poll_until = start + s->wait_poll_us;
   int64_t deadline = s->p->timeout_ms > 0 ? start + (int64_t)s->p->timeout_ms * 1000 : 0;
   for (;;) {
     if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
@@ -189,24 +190,30 @@ static void scatter(const pieces_t* L, size_t off, size_t len, const char* src) 
   });
 }
 
+/* Bytes of output a small round reduces from every slot before it moves on: small enough to
+ * stay in the first-level cache while the P slots are added into it. */
+#define DIRECT_BLOCK_BYTES ((size_t)8 << 10)
+
 /* The rest of a small round: every rank reduces the whole round itself, from every slot in rank
  * order (so every rank computes identical bits), into the outputs, which spares the wait for the
- * reducers. */
+ * reducers. The output is reduced block by block, so it is written to memory once rather than
+ * once per rank. */
 static hvds_result_t direct_rest(shm_t* s, const pieces_t* L, size_t off, size_t n, size_t esz,
                                  hvds_dtype_t dtype, hvds_reduce_op_t op, uint64_t R) {
   hvds_result_t rc = HVDS_SUCCESS;
-  for (int q = 0; q < s->p->size && rc == HVDS_SUCCESS; q++) {
-    rc = wait_for(s, q, ARRIVED, R + 1);
-    if (rc != HVDS_SUCCESS) break;
-    const char* from = slot(s, q, R);
-    FOR_PIECES(L, off, n * esz, {
-      char* to = pc->out != NULL ? (char*)pc->out + in_piece : NULL;
-      if (to != NULL && q == 0)
-        memcpy(to, from + in_range, bytes);
-      else if (to != NULL && rc == HVDS_SUCCESS)
-        rc = hvds__reduce(to, from + in_range, bytes / esz, dtype, op);
-    });
-  }
+  int P = s->p->size;
+  for (int q = 0; q < P && rc == HVDS_SUCCESS; q++) rc = wait_for(s, q, ARRIVED, R + 1);
+  if (rc != HVDS_SUCCESS) return rc;
+  size_t block = DIRECT_BLOCK_BYTES / esz * esz;
+  FOR_PIECES(L, off, n * esz, {
+    char* to = (char*)pc->out;
+    for (size_t b = 0; to != NULL && b < bytes && rc == HVDS_SUCCESS; b += block) {
+      size_t len = bytes - b < block ? bytes - b : block;
+      memcpy(to + in_piece + b, slot(s, 0, R) + in_range + b, len);
+      for (int q = 1; q < P && rc == HVDS_SUCCESS; q++)
+        rc = hvds__reduce(to + in_piece + b, slot(s, q, R) + in_range + b, len / esz, dtype, op);
+    }
+  });
   if (rc == HVDS_SUCCESS) publish(s, DONE, R + 1);
   return rc;
 }
@@ -247,8 +254,9 @@ static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n
   return rc;
 }
 
-hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
-                                         int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op) {
+static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
+                                       int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op,
+                                       int agree) {
   if (!hvds__shm_p2p_is(p)) return HVDS_INVALID_ARGUMENT;
   hvds_result_t rc = hvds__coll_check(p, dtype, op);
   size_t esz = hvds__dtype_bytes(dtype), total = 0;
@@ -275,6 +283,7 @@ hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* 
   if (count == 0) return HVDS_SUCCESS;
   shm_t* s = (shm_t*)p->impl;
   if ((rc = hvds__shm_check_remote(s)) != HVDS_SUCCESS) return rc;
+  s->wait_poll_us = agree ? s->poll_us : s->coll_poll_us;
   pieces_t L = {pieces, npieces};
   size_t per_round = s->coll_bytes / 2 / esz;
   for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {
@@ -284,8 +293,19 @@ hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* 
   return rc;
 }
 
+hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
+                                         int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op) {
+  return allreduce_polling(p, pieces, npieces, dtype, op, 0);
+}
+
 hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                                   hvds_reduce_op_t op) {
   hvds_shm_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
-  return hvds__shm_allreduce_pieces(p, &whole, 1, dtype, op);
+  return allreduce_polling(p, &whole, 1, dtype, op, 0);
+}
+
+hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                              hvds_reduce_op_t op) {
+  hvds_shm_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
+  return allreduce_polling(p, &whole, 1, dtype, op, 1);
 }

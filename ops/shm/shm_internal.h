@@ -145,6 +145,8 @@ typedef struct {
   shm_peer_t* peers; /* size entries; peers[rank] unused */
   size_t ux_bytes;   /* payload bytes held in unexpected messages */
   int poll_us;       /* a wait polls this long before it sleeps */
+  int coll_poll_us;  /* the same for the waits of an executing segment collective */
+  int wait_poll_us;  /* what the running segment collective's waits poll */
   int yield;         /* polls yield the processor (more ranks than cores) */
   int crashed;       /* test only: close as a crashed process would */
   shm_req_t* free_reqs;

@@ -66,6 +66,8 @@ size_t hvds__shm_coll_default(int size) {
 
 int hvds__shm_poll_default(int size) { return size <= online_cpus() ? 50 : 0; }
 
+int hvds__shm_coll_poll_default(int size) { return size <= online_cpus() ? 50 : 100; }
+
 hvds_result_t hvds__shm_fail(shm_t* s, hvds_result_t rc, int culprit, const char* fmt, ...) {
   hvds_p2p_t* p = s->p;
   int first = 0;
@@ -434,6 +436,7 @@ hvds_result_t hvds__shm_p2p_create_opts(const hvds_kv_t* kv, const char* prefix,
   }
   p->impl = s;
   s->poll_us = o != NULL && o->poll_us >= 0 ? o->poll_us : hvds__shm_poll_default(size);
+  s->coll_poll_us = o != NULL && o->poll_us >= 0 ? o->poll_us : hvds__shm_coll_poll_default(size);
   s->yield = size > online_cpus();
   size_t coll = o != NULL && o->coll_bytes > 0 ? o->coll_bytes : hvds__shm_coll_default(size);
   coll = coll < 4096 ? 4096 : coll / 128 * 128;

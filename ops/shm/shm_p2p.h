@@ -58,6 +58,14 @@ size_t hvds__shm_coll_default(int size);
  * measured end to end that costs more than a futex wake-up (docs/hierarchy.md). Only waits for
  * messages up to 256 KiB poll; the others sleep at once. */
 int hvds__shm_poll_default(int size);
+/* Poll time of an executing segment allreduce when none is given: 50 us while every rank has a
+ * core, else 100 us yielding the processor between looks. Its peers were told to run it at the
+ * same moment (a negotiation agreed on it), so they arrive within microseconds unless the
+ * scheduler holds them, and sleeping for each of its synchronisations costs two context
+ * switches (np 4 on 2 cores, 64 KiB: about 75 us per allreduce sleeping, 50 polling). The
+ * negotiation itself (hvds__shm_agree) keeps hvds__shm_poll_default: peers may still be
+ * computing, and a rank polling for them takes the processor they compute on. */
+int hvds__shm_coll_poll_default(int size);
 
 /* 1 when p is a shared-memory communicator. */
 int hvds__shm_p2p_is(const hvds_p2p_t* p);
@@ -70,6 +78,10 @@ int hvds__shm_p2p_is(const hvds_p2p_t* p);
  * says why and the communicator is failed. */
 hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                                   hvds_reduce_op_t op);
+/* hvds__shm_allreduce for a negotiation, whose peers may come late: its waits poll as the
+ * transport's own (hvds__shm_poll_default), not as an executing collective's. */
+hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                              hvds_reduce_op_t op);
 
 /* One tensor of a fused allreduce: bytes from in (NULL: zeros, a rank without the tensor), the
  * result to out (NULL: not wanted; may equal in). */

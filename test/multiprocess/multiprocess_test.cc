@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(1, 2, 3, 4),
                        ::testing::Values("basics", "allreduce", "allgather", "broadcast",
                                          "alltoall", "reducescatter", "barrier", "join", "errors",
-                                         "reinit", "process_sets", "lane"),
+                                         "reinit", "process_sets", "lane", "wake"),
                        ::testing::Values("tcp", "gloo")),
     [](const auto& info) {
       return std::string(std::get<1>(info.param)) + "_np" + std::to_string(std::get<0>(info.param)) +
