@@ -90,7 +90,7 @@ static int has_work(const hvds_pset_t* s) {
   if (s->id != 0) return 0;
   int any = 0;
   pthread_mutex_lock(&rt.qmu);
-  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS && !any; id++) {
+  for (int32_t id = 0; id < rt.next_ps_id && !any; id++) { /* every set's id is below */
     const hvds_pset_t* o = rt.psets[id];
     any = o && (o->q_head || o->pending.count || o->joined);
   }

@@ -150,7 +150,7 @@ static void decide_due_again(int executed) {
   due_again = 0;
   if (rt.empty_rounds > EAGER_ROUNDS_MAX) return;
   pthread_mutex_lock(&rt.qmu); /* one lock for the scan: it runs every cycle */
-  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS && !due_again; id++) {
+  for (int32_t id = 0; id < rt.next_ps_id && !due_again; id++) {
     const hvds_pset_t* s = rt.psets[id];
     due_again = s != NULL && s->my_rank >= 0 && s->pending.count > 0;
   }
@@ -193,10 +193,10 @@ static int run_sets(hvds_handle_t awaited) {
     __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
     busy = 1;
   }
-  for (int32_t id = first; id < HVDS_MAX_PROCESS_SETS; id++) {
-    pthread_mutex_lock(&rt.qmu);
+  /* Sets are added and removed only by the cycle's owner (executing a response), so it reads
+   * the table without qmu; every set's id is below next_ps_id. */
+  for (int32_t id = first; id < rt.next_ps_id; id++) {
     hvds_pset_t* s = rt.psets[id];
-    pthread_mutex_unlock(&rt.qmu);
     if (s == NULL || s->my_rank < 0) continue;
     hvds_response_t* resps = NULL;
     int32_t n = 0, next = 0;

@@ -144,7 +144,8 @@ typedef struct hvds_runtime {
   } rest;
   int rest_pending;              /* atomic: rest holds operations for the next owner */
   int caller_runs;               /* init: waiting callers may run cycles themselves */
-  hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* qmu for add/remove; index = id */
+  hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* index = id; written under qmu by the cycle's
+                                                owner, which alone reads it without qmu */
   int32_t next_ps_id;            /* coord */
 
   pthread_mutex_t hmu;           /* guards the handle table and every handle record */

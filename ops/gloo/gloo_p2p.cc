@@ -205,11 +205,12 @@ struct GlooComm {
 
   std::once_flag closed;      // connections are closed at most once
 
-  /* Doorbell: one 8-byte receive from every peer stays posted on bell_rx (peer i's epoch lands
-   * at slot i), so a ring is delivered at once whatever the receiver is doing. Only the
+  /* Doorbell: one 16-byte receive from every peer stays posted on bell_rx (peer i's epoch and
+   * ring count land at 2 i), so a ring is delivered at once whatever the receiver is doing. Only the
    * coordinator thread waits or rings; bell_interrupt may come from any thread. */
-  std::vector<uint64_t> bell_in;
-  uint64_t bell_out = 0;
+  std::vector<uint64_t> bell_in;   /* peer i's latest ring: {epoch, ring count} at 2 i */
+  std::vector<uint64_t> bell_seen; /* the ring count of peer i consumed last */
+  uint64_t bell_out[2] = {0, 0};   /* this rank's ring: {epoch, ring count} */
   std::unique_ptr<gloo::transport::UnboundBuffer> bell_rx;
   std::unique_ptr<gloo::transport::UnboundBuffer> bell_tx;
 };
@@ -411,9 +412,16 @@ hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
       }
       // No timeout: a Gloo timeout would close every pair. Interrupts and failures wake us.
       if (!c->bell_rx->waitRecv(&from, kForever)) return HVDS_IN_PROGRESS;
-      uint64_t got = c->bell_in[from];
-      c->bell_rx->recv(from, kDoorbellSlot, (size_t)from * 8, 8);  // keep one posted per peer
-      if (got >= epoch) return HVDS_SUCCESS;  // older rings were for cycles already run
+      /* Gloo names one sender for completions that landed together (the last one's), so every
+       * peer whose ring count moved is consumed and re-armed here, whoever was named. */
+      bool rung = false;
+      for (int i = 0; i < p->size; i++) {
+        if (i == p->rank || c->bell_in[2 * i + 1] == c->bell_seen[i]) continue;
+        c->bell_seen[i] = c->bell_in[2 * i + 1];
+        rung |= c->bell_in[2 * i] >= epoch;  // older rings were for cycles already run
+        c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 16, 16);  // keep one posted per peer
+      }
+      if (rung) return HVDS_SUCCESS;
     }
   } catch (const std::exception& e) {
     return fail_from(p, from, e, p->timeout_ms);
@@ -430,9 +438,10 @@ hvds_result_t gloo_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
       std::lock_guard<std::mutex> lock(c->mu);
       if (c->failed) return c->fail_rc;
     }
-    c->bell_out = epoch;
+    c->bell_out[0] = epoch;
+    c->bell_out[1]++;
     for (int i = 0; i < p->size; i++)
-      if (i != p->rank) c->bell_tx->send(i, kDoorbellSlot, 0, 8);
+      if (i != p->rank) c->bell_tx->send(i, kDoorbellSlot, 0, 16);
     // Every peer keeps a receive posted for us, so these complete within a round trip.
     Ms timeout = p->timeout_ms > 0 ? Ms(p->timeout_ms) : kForever;
     for (int i = 0; i < p->size - 1; i++) {
@@ -459,11 +468,12 @@ const hvds_p2p_ops_t kGlooOps = {
 
 /* Posts the doorbell receives once the mesh is up. */
 void bell_setup(GlooComm* c, int rank, int size) {
-  c->bell_in.assign((size_t)size, 0);
-  c->bell_rx = c->ctx->createUnboundBuffer(c->bell_in.data(), (size_t)size * 8);
-  c->bell_tx = c->ctx->createUnboundBuffer(&c->bell_out, 8);
+  c->bell_in.assign((size_t)size * 2, 0);
+  c->bell_seen.assign((size_t)size, 0);
+  c->bell_rx = c->ctx->createUnboundBuffer(c->bell_in.data(), (size_t)size * 16);
+  c->bell_tx = c->ctx->createUnboundBuffer(c->bell_out, sizeof c->bell_out);
   for (int i = 0; i < size; i++)
-    if (i != rank) c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 8, 8);
+    if (i != rank) c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 16, 16);
 }
 
 // "ip:port" that rank peer published for its pair with rank, from the rendezvous values.

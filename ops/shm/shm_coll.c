@@ -25,9 +25,9 @@
  *    2   | Σ  s0 s0            | s1 Σ  s1            | s2 s2 Σ
  *    3   | every rank copies part q from rank q's slot
  *
- * Small rounds (up to 128 KiB) skip step 2's publication: every rank waits for every arrival and
- * reduces the whole round itself, in rank order, from the slots: one synchronisation instead of
- * two, for P reads of a small buffer.
+ * Small rounds (up to 128 KiB; 4 KiB with more ranks than cores) skip step 2's publication:
+ * every rank waits for every arrival and reduces the whole round itself, in rank order, from the
+ * slots: one synchronisation instead of two, for P reads of a small buffer.
  *
  * Waiting: a wait polls (hvds__shm_coll_poll_default, or the transport's poll time for a
  * negotiation), then sleeps on its futex saying whose counter it waits for; a publication wakes
@@ -44,6 +44,11 @@
 
 /* Rounds up to this many bytes skip the reduced stage (see direct_rest). */
 #define SHM_COLL_DIRECT_MAX ((size_t)128 << 10)
+/* The same with more ranks than cores, where the processors' total work bounds the time: the
+ * direct rest reduces every round P times over (once per rank), and from 4 KiB on that costs
+ * more than the reduced stage's second synchronisation (np 4 on 2 cores, 16 KiB: 25 against
+ * 32 us; 64 KiB: 36-40 against 43-58 us, medians of 5 runs). */
+#define SHM_COLL_DIRECT_MAX_SHARED ((size_t)4 << 10)
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_RELAX() __builtin_ia32_pause()
@@ -231,7 +236,8 @@ static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n
   char* mine = slot(s, me, R);
   gather(L, off, n * esz, mine);
   publish(s, ARRIVED, R + 1);
-  if (n * esz <= SHM_COLL_DIRECT_MAX) return direct_rest(s, L, off, n, esz, dtype, op, R);
+  if (n * esz <= (s->yield ? SHM_COLL_DIRECT_MAX_SHARED : SHM_COLL_DIRECT_MAX))
+    return direct_rest(s, L, off, n, esz, dtype, op, R);
   // 2. Reduce part `me` over every rank's slot, starting after this rank.
   size_t lo = n * (size_t)me / (size_t)P, hi = n * (size_t)(me + 1) / (size_t)P;
   for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
