@@ -110,6 +110,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
   rt.caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
+  rt.sparse_learn_costs = hvds__param_int(HVDS_PARAM_SPARSE_LEARN_COSTS) != 0;
   rt.cycle_owned = 0;
   rt.cycle_result = 0;
   rt.last_cycle_start = 0;

@@ -36,6 +36,7 @@
 #include "p2p.h"
 #include "reduce.h"
 #include "sparse_allreduce.h"
+#include "sparse_memory.h"
 #include "sparse_rt.h"
 #include "timeline.h"
 
@@ -54,6 +55,7 @@ typedef struct {
   int32_t quant_bits;       /* DSAR's allgather: 2, 4 or 8 bits, 0 full precision */
   double overlap;           /* for the cost model: learned from the name's last step, -1 none;
                                rank 0's once agreed */
+  double calib[HVDS_SPARSE_ALGO_COUNT]; /* the selector's corrections, likewise (0: none) */
   hvds_sparse_stats_t st;
   double t0, t1; /* monotonic seconds around the collective */
 } job_t;
@@ -153,8 +155,11 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
                              j->overlap,
                              j->quant_bits};
   double costs[HVDS_SPARSE_ALGO_COUNT];
-  hvds_sparse_algo_t pick = hvds__sparse_select(&x, &net, costs);
-  for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) st->costs[a] = costs[a];
+  hvds_sparse_algo_t pick = hvds__sparse_select_calibrated(&x, &net, j->calib, costs);
+  for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) {
+    st->costs[a] = costs[a];
+    st->calib[a] = j->calib[a];
+  }
   st->algorithm = ran;
   st->auto_pick = pick;
   st->algorithm_name = hvds__sparse_algo_name(ran);
@@ -182,13 +187,17 @@ static void report(job_t* j) {
       "sparse allreduce '%s': %s (cost model picks %s) on %d ranks, dim %lld x %lld, "
       "density %.4f%% (entries max %lld, total %lld), overlap %s (next step: %s), predicted "
       "%.3f ms, took %.3f ms; model ms: dense %.3f allgather %.3f ssar_recursive_doubling %.3f "
-      "ssar_split_allgather %.3f dsar_split_allgather %.3f zen %.3f; ZEN imbalance push "
-      "%.2f pull %.2f",
+      "ssar_split_allgather %.3f dsar_split_allgather %.3f zen %.3f; learned corrections "
+      "(measured / model, 0 none) %.2f %.2f %.2f %.2f %.2f %.2f; ZEN imbalance push %.2f pull "
+      "%.2f",
       name, st->algorithm_name, st->auto_name, j->s->n, (long long)st->dim, (long long)st->row,
       st->density * 100, (long long)st->max_nnz, (long long)st->total_nnz, used, learned,
       st->predicted_s * 1e3, st->measured_s * 1e3, c[HVDS_SPARSE_DENSE] * 1e3,
       c[HVDS_SPARSE_ALLGATHER] * 1e3, c[HVDS_SPARSE_SSAR_RD] * 1e3, c[HVDS_SPARSE_SSAR_SAG] * 1e3,
-      c[HVDS_SPARSE_DSAR] * 1e3, c[HVDS_SPARSE_ZEN] * 1e3, st->push_imbalance, st->pull_imbalance);
+      c[HVDS_SPARSE_DSAR] * 1e3, c[HVDS_SPARSE_ZEN] * 1e3, j->calib[HVDS_SPARSE_DENSE],
+      j->calib[HVDS_SPARSE_ALLGATHER], j->calib[HVDS_SPARSE_SSAR_RD], j->calib[HVDS_SPARSE_SSAR_SAG],
+      j->calib[HVDS_SPARSE_DSAR], j->calib[HVDS_SPARSE_ZEN], st->push_imbalance,
+      st->pull_imbalance);
   if (!rt.timeline) return;
   char activity[64] = "SPARSE_";
   for (size_t i = 0; st->algorithm_name[i] && i + 8 < sizeof activity; i++)
@@ -215,44 +224,29 @@ static void timeline_start(job_t* j) {
   hvds__tl_start(j->r, args);
 }
 
-/* ---- overlap learned from earlier steps ---- */
+/* ---- learned from earlier steps ---- */
 
-/* Names a set remembers; past this it forgets them all and learns again (every member runs the
- * same steps in the same order, so all forget at once). */
-#define OVERLAP_NAMES_MAX 4096
-
-/* The overlap learned for the job's name, or -1 (its first step: uniform). */
-static double overlap_recall(const job_t* j) {
-  const double* w = hvds__name_map_get(&j->s->sparse_overlap, j->r->names[0]);
-  return w != NULL ? *w : -1.0;
+/* What the name's earlier steps taught (sparse_memory.h): its overlap and the algorithms'
+ * corrections; none on its first step (uniform supports, the model alone). */
+static void recall(job_t* j) {
+  const hvds_sparse_memory_t* m = hvds__sparse_memory_find(j->s, j->r->names[0]);
+  j->overlap = m != NULL ? m->overlap : -1.0;
+  memset(j->calib, 0, sizeof j->calib);
+  if (m != NULL && rt.sparse_learn_costs) memcpy(j->calib, m->calib, sizeof j->calib);
 }
 
 /* After a successful step: the overlap for which the model's union of the set's supports is the
- * measured one, kept for the name's next step. k and union_size are the same on every rank, and
- * so is the estimate; a rank that runs out of memory here keeps nothing, which is harmless: the
- * next step takes rank 0's value. No estimate (one rank, no entries): the last one stays. */
-static void overlap_learn(job_t* j, int64_t k, size_t union_size) {
+ * measured one (k and union_size are the same on every rank, and so is the estimate; none for
+ * one rank or no entries: the last one stays), and how the algorithm that ran compared with its
+ * prediction (this rank's measurement: only rank 0's is used). */
+static void learn(job_t* j, int64_t k, size_t union_size) {
   double w = hvds__sparse_overlap_estimate(j->s->n, (double)k, (double)union_size);
   j->st.learned = w;
-  if (w < 0) return;
-  hvds_name_map_t* m = &j->s->sparse_overlap;
-  double* v = hvds__name_map_get(m, j->r->names[0]);
-  if (v == NULL) {
-    if (m->count >= OVERLAP_NAMES_MAX) hvds__sparse_overlap_clear(j->s);
-    v = malloc(sizeof *v);
-    if (v == NULL || hvds__name_map_put(m, j->r->names[0], v) != 0) {
-      free(v);
-      return;
-    }
-  }
-  *v = w;
-}
-
-void hvds__sparse_overlap_clear(hvds_pset_t* s) {
-  hvds_name_map_t* m = &s->sparse_overlap;
-  for (size_t i = 0; i < m->cap; i++)
-    if (hvds__name_map_live(m, i)) free(m->slots[i].value);
-  hvds__name_map_clear(m);
+  hvds_sparse_memory_t* m = hvds__sparse_memory_get(j->s, j->r->names[0]);
+  if (m == NULL) return;
+  if (w >= 0) m->overlap = w;
+  hvds__sparse_memory_learn_cost(m, j->st.algorithm, j->st.measured_s,
+                                 j->st.costs[j->st.algorithm]);
 }
 
 /* ---- results ---- */
@@ -372,6 +366,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
   o.overlap = j->overlap;
+  memcpy(o.calib, j->calib, sizeof o.calib);
   return o;
 }
 
@@ -389,13 +384,14 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
     return failed(j, rc, x);
   }
   j->overlap = res.overlap;  // rank 0's: what the selector used
+  memcpy(j->calib, res.calib, sizeof j->calib);
   model(j, res.algorithm, (int64_t)res.max_nnz);
-  overlap_learn(j, (int64_t)res.max_nnz, res.union_nnz);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;
   j->st.pull_imbalance = res.pull_imbalance;
   j->st.measured_s = j->t1 - j->t0;
+  learn(j, (int64_t)res.max_nnz, res.union_nnz);
   scale_result(j, &res, factor);
   report(j);
   deliver(j, &res, x);
@@ -453,9 +449,9 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   if (rc != HVDS_SUCCESS) return rc;
   // The union: the sum's non-zero rows (before Average, whose integer division may zero some).
   size_t rb = hvds__sparse_row_bytes(&j->lay);
-  overlap_learn(j, j->st.max_nnz, hvds__sparse_nonzero_rows(buf, j->lay.dim, rb));
-  hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
   j->st.measured_s = j->t1 - j->t0;
+  learn(j, j->st.max_nnz, hvds__sparse_nonzero_rows(buf, j->lay.dim, rb));
+  hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
   j->st.total_nnz = -1;  // not exchanged on this path
   j->st.result_nnz = -1;
   report(j);
@@ -464,16 +460,22 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   return HVDS_SUCCESS;
 }
 
-/* One MAX allreduce agrees the largest count and rank 0's overlap (its bits; the others send the
- * smallest int64, so the maximum is rank 0's whatever they are). */
+/* One MAX allreduce agrees the largest count and rank 0's overlap and corrections (their bits;
+ * the others send the smallest int64, so the maximum is rank 0's whatever they are). */
 static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */) {
-  int64_t v[2] = {k, INT64_MIN};
-  if (j->s->comm->rank == 0) memcpy(&v[1], &j->overlap, sizeof(double));
+  enum { WORDS = 2 + HVDS_SPARSE_ALGO_COUNT };
+  int64_t v[WORDS] = {k};
+  for (int i = 1; i < WORDS; i++) v[i] = INT64_MIN;
+  if (j->s->comm->rank == 0) {
+    memcpy(&v[1], &j->overlap, sizeof(double));
+    memcpy(&v[2], j->calib, sizeof j->calib);
+  }
   hvds_coll_opts_t co = {hvds__next_tag(j->s), HVDS_ALGO_AUTO, 0, 0};
-  hvds_result_t rc = hvds__allreduce(j->s->comm, v, 2, HVDS_INT64, HVDS_MAX, &co);
+  hvds_result_t rc = hvds__allreduce(j->s->comm, v, WORDS, HVDS_INT64, HVDS_MAX, &co);
   if (rc != HVDS_SUCCESS) return rc;
   *kmax = v[0];
   memcpy(&j->overlap, &v[1], sizeof(double));
+  memcpy(j->calib, &v[2], sizeof j->calib);
   return HVDS_SUCCESS;
 }
 
@@ -511,7 +513,7 @@ hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
   j.format = r->extra[HVDS_SPARSE_META_FORMAT];
   j.forced = (hvds_sparse_algo_t)r->extra[HVDS_SPARSE_META_ALGO];
   j.quant_bits = r->extra[HVDS_SPARSE_META_QBITS];
-  j.overlap = overlap_recall(&j);
+  recall(&j);
   j.st.learned = -1.0;
   timeline_start(&j);
   if (j.format == HVDS_SPARSE_DETECT) return run_detect(&j, x);

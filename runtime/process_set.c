@@ -10,6 +10,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
+#include "sparse_memory.h"
 #include "sparse_rt.h"
 
 #define rt hvds__rt
@@ -58,7 +59,7 @@ void hvds__pset_destroy(hvds_pset_t* s) {
   hvds__cache_free(&s->cache);
   free(s->bit_entry);
   hvds__table_clear(s);
-  hvds__sparse_overlap_clear(s);
+  hvds__sparse_memory_clear(s);
   hvds__name_map_clear(&s->pending);
   hvds__name_map_clear(&s->inflight);
   free(s->ranks);

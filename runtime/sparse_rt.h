@@ -42,11 +42,15 @@ enum {
 /* What one sparse allreduce did: kept on its handle; read by hvdsparse-perf and the tests. */
 typedef struct {
   int32_t algorithm;          /* hvds_sparse_algo_t that ran */
-  int32_t auto_pick;          /* the cost model's pick for the agreed counts */
+  int32_t auto_pick;          /* the selector's pick for the agreed counts: the least of
+                                 costs[a] * calib[a] (calib[a] 0: costs[a] alone) */
   const char* algorithm_name; /* static strings */
   const char* auto_name;
   double predicted_s;         /* the model's time for the algorithm that ran */
-  double costs[8];            /* the model's time per hvds_sparse_algo_t id ([0]: the pick's) */
+  double costs[8];            /* the model's time per hvds_sparse_algo_t id ([0]: the pick's,
+                                 corrected) */
+  double calib[8];            /* the corrections the selector used (rank 0's: measured /
+                                 predicted time of the name's earlier runs; 0 none) */
   double measured_s;          /* this rank's time in the collective */
   double density;             /* largest per-rank unique entry count / dim */
   int64_t dim, row;           /* the layout */
@@ -77,10 +81,6 @@ typedef struct hvds_sparse_out {
 
 /* Frees o and the memory it owns. Accepts NULL. */
 void hvds__sparse_out_free(hvds_sparse_out_t* o);
-
-/* Forgets the overlaps the set's sparse allreduces learned (hvds_pset_t.sparse_overlap). Cannot
- * fail. */
-void hvds__sparse_overlap_clear(struct hvds_pset* s);
 
 /* The statistics of the sparse allreduce (or sparse_detect allreduce) of a completed handle.
  * HVDS_INVALID_ARGUMENT for an unknown handle or one without them, HVDS_IN_PROGRESS while

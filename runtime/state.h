@@ -100,8 +100,8 @@ typedef struct hvds_pset {
   struct hvds_entry* lane_tail;
   uint64_t lane_done;            /* ordered operations run so far */
   hvds_name_map_t table;      /* set rank 0: name -> hvds_table_rec_t* */
-  hvds_name_map_t sparse_overlap; /* sparse allreduce name -> double* overlap learned from its
-                                     last step; the same on every member (execute_sparse.c) */
+  hvds_name_map_t sparse_memory; /* sparse allreduce name -> hvds_sparse_memory_t* learned
+                                    from its steps (sparse_memory.h) */
   int joined;                 /* this rank called join and awaits the JOIN response */
   hvds_entry_t* join_entry;
   int32_t* joined_ranks;      /* set rank 0: 1 per rank that joined */
@@ -144,6 +144,7 @@ typedef struct hvds_runtime {
   } rest;
   int rest_pending;              /* atomic: rest holds operations for the next owner */
   int caller_runs;               /* init: waiting callers may run cycles themselves */
+  int sparse_learn_costs;        /* init: the sparse selector corrects its model by past runs */
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* index = id; written under qmu by the cycle's
                                                 owner, which alone reads it without qmu */
   int32_t next_ps_id;            /* coord */

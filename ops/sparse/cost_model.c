@@ -246,11 +246,19 @@ double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
 
 hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,
                                        double costs[HVDS_SPARSE_ALGO_COUNT]) {
+  return hvds__sparse_select_calibrated(x, net, NULL, costs);
+}
+
+hvds_sparse_algo_t hvds__sparse_select_calibrated(const hvds_sparse_problem_t* x,
+                                                  const hvds_sparse_net_t* net,
+                                                  const double calib[HVDS_SPARSE_ALGO_COUNT],
+                                                  double costs[HVDS_SPARSE_ALGO_COUNT]) {
   hvds_sparse_algo_t best = HVDS_SPARSE_DENSE;
   double best_cost = DBL_MAX;
   for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
     double c = hvds__sparse_cost((hvds_sparse_algo_t)a, x, net);
     if (costs != NULL) costs[a] = c;
+    if (calib != NULL && calib[a] > 0) c *= calib[a];
     if (c < best_cost) {
       best_cost = c;
       best = (hvds_sparse_algo_t)a;

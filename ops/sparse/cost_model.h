@@ -83,6 +83,17 @@ int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net
 hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,
                                        double costs[HVDS_SPARSE_ALGO_COUNT]);
 
+/* hvds__sparse_select with corrections learned from runs: calib[a] > 0 multiplies algorithm a's
+ * prediction (the measured / predicted time of its earlier runs on this tensor), <= 0 leaves it
+ * as predicted; calib NULL: none. costs[a] still receives the uncorrected predictions
+ * (costs[HVDS_SPARSE_AUTO]: the pick's corrected one). An algorithm that has not run keeps its
+ * prediction, so a tensor whose runs came out slower than predicted tries the others the model
+ * ranks close before settling on the fastest measured. */
+hvds_sparse_algo_t hvds__sparse_select_calibrated(const hvds_sparse_problem_t* x,
+                                                  const hvds_sparse_net_t* net,
+                                                  const double calib[HVDS_SPARSE_ALGO_COUNT],
+                                                  double costs[HVDS_SPARSE_ALGO_COUNT]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,9 +16,20 @@
 #include "reduce.h"
 #include "sparse_internal.h"
 
-/* Preamble slots per rank. S_SEED and S_OVERLAP count only on rank 0: its ZEN key and overlap
- * estimate (the double's bits) become everyone's, so every rank's selector sees the same. */
-enum { S_NNZ, S_STATUS, S_INDEX, S_POSITION, S_SIGNATURE, S_SEED, S_OVERLAP, SLOTS };
+/* Preamble slots per rank. S_SEED, S_OVERLAP and S_CALIB.. count only on rank 0: its ZEN key,
+ * overlap estimate and cost corrections (the doubles' bits) become everyone's, so every rank's
+ * selector sees the same. */
+enum {
+  S_NNZ,
+  S_STATUS,
+  S_INDEX,
+  S_POSITION,
+  S_SIGNATURE,
+  S_SEED,
+  S_OVERLAP,
+  S_CALIB,
+  SLOTS = S_CALIB + HVDS_SPARSE_ALGO_COUNT
+};
 
 #define DEFAULT_ZEN_SEED 0x5a454e2d53454544ULL /* "ZEN-SEED" */
 
@@ -114,12 +125,13 @@ static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
 
 /* Exchanges the slots and records the agreed entry counts, ZEN key and overlap. */
 static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_check_t* chk,
-                              const hvds_sstream_t* in, uint64_t sig, double overlap,
+                              const hvds_sstream_t* in, uint64_t sig, const hvds_sparse_opts_t* o,
                               uint64_t* all) {
   uint64_t w;
-  memcpy(&w, &overlap, sizeof w);
+  memcpy(&w, &o->overlap, sizeof w);
   uint64_t mine[SLOTS] = {
       in->n, (uint64_t)chk->status, (uint64_t)chk->index, chk->position, sig, c->zen_seed, w};
+  memcpy(&mine[S_CALIB], o->calib, sizeof o->calib);
   hvds_result_t rc = hvds__sparse_allgather_u64(c, mine, SLOTS, all);
   if (rc != HVDS_SUCCESS) return rc;
   rc = verdict(c, all);
@@ -127,6 +139,9 @@ static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_chec
   c->zen_seed = all[S_SEED];  // rank 0's
   memcpy(&c->res->overlap, &all[S_OVERLAP], sizeof(double));
   if (!(c->res->overlap >= 0)) c->res->overlap = -1.0;  // negative or NaN: unknown
+  memcpy(c->res->calib, &all[S_CALIB], sizeof c->res->calib);
+  for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++)
+    if (!(c->res->calib[a] > 0)) c->res->calib[a] = 0;  // negative or NaN: none
   uint64_t* nnz = all;  // compacted in place: nnz[r] = all[r * SLOTS + S_NNZ]
   for (int r = 0; r < c->p->size; r++) {
     nnz[r] = all[r * SLOTS + S_NNZ];
@@ -156,7 +171,8 @@ static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t*
   hvds_sparse_problem_t x = problem(c);
   hvds_sparse_algo_t a = o->algorithm != HVDS_SPARSE_AUTO ? o->algorithm
                          : !sum_op(c->op)                 ? HVDS_SPARSE_DENSE
-                                                          : hvds__sparse_select(&x, &o->net, NULL);
+                                                          : hvds__sparse_select_calibrated(
+                                                                &x, &o->net, c->res->calib, NULL);
   if (a == HVDS_SPARSE_DENSE)
     c->coll.algorithm = hvds__sparse_dense_rhd(&x, &o->net) ? HVDS_ALGO_RHD : HVDS_ALGO_RING;
   return a;
@@ -206,7 +222,7 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
   hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
   uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
   uint64_t sig = signature(lay, op, o->algorithm, o->quant_bits);
-  rc = all != NULL ? preamble(&c, &chk, &in, sig, o->overlap, all)
+  rc = all != NULL ? preamble(&c, &chk, &in, sig, o, all)
                    : hvds__sparse_nomem(&c, "sparse allreduce");
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);

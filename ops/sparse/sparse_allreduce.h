@@ -45,11 +45,16 @@ typedef struct {
                                    decoded on every rank; 0: full precision. Floating-point
                                    dtypes only (ignored for integers); every rank must pass the
                                    same */
+  double calib[HVDS_SPARSE_ALGO_COUNT]; /* AUTO's corrections per algorithm (measured /
+                                   predicted time, <= 0 none; hvds__sparse_select_calibrated);
+                                   rank 0's are used on every rank (they travel in the
+                                   preamble) */
 } hvds_sparse_opts_t;
 
-/* Default options: AUTO, unknown overlap, default network and seed, no quantization. */
+/* Default options: AUTO, unknown overlap, default network and seed, no quantization, no
+ * corrections. */
 #define HVDS_SPARSE_OPTS_INIT \
-  { 0, HVDS_SPARSE_AUTO, {0, 0, 0, 0}, -1.0, 0, 0, 0 }
+  { 0, HVDS_SPARSE_AUTO, {0, 0, 0, 0}, -1.0, 0, 0, 0, {0} }
 
 typedef struct {
   /* IN */
@@ -68,6 +73,7 @@ typedef struct {
   double push_imbalance;        /* ZEN: P * largest block / total sent, worst rank; else 0 */
   double pull_imbalance;        /* ZEN: P * largest owner partition / union size; else 0 */
   double overlap;               /* the overlap the cost model was given: rank 0's opts */
+  double calib[HVDS_SPARSE_ALGO_COUNT]; /* the corrections it was given: rank 0's opts */
   size_t union_nnz;             /* rows of the sum (before Average) with a bit set, the same on
                                    every rank: with Sum, the union of the ranks' supports less
                                    the rows that summed to exactly zero */

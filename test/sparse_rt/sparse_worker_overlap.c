@@ -25,12 +25,25 @@ static void make(int same, int64_t k, int r, int P, entries_t* e) {
   }
 }
 
+/* The pick must be the least corrected prediction (ties to the lower id), the corrections being
+ * rank 0's: printed (as their bits) for the test to compare across ranks. */
 static void print_step(const char* name, int step, const hvds_sparse_stats_t* st) {
   char used[16] = "uniform", learned[16] = "none";
   if (st->overlap >= 0) snprintf(used, sizeof used, "%.3f", st->overlap);
   if (st->learned >= 0) snprintf(learned, sizeof learned, "%.3f", st->learned);
-  printf("OVERLAP %s step %d: used %s learned %s pick %s ran %s\n", name, step, used, learned,
-         st->auto_name, st->algorithm_name);
+  int best = 0;
+  double best_cost = 0;
+  for (int a = 1; a < 7; a++) { // dense .. zen (cost_model.h)
+    double c = st->costs[a] * (st->calib[a] > 0 ? st->calib[a] : 1.0);
+    if (best == 0 || c < best_cost) best = a, best_cost = c;
+  }
+  if (size_ > 1 && best != st->auto_pick)
+    FAIL("%s step %d: picked %s, but the least corrected prediction is algorithm %d", name, step,
+         st->auto_name, best);
+  printf("OVERLAP %s step %d: used %s learned %s pick %s ran %s corrections", name, step, used,
+         learned, st->auto_name, st->algorithm_name);
+  for (int a = 1; a < 7; a++) printf(" %a", st->calib[a]);
+  printf("\n");
 }
 
 /* One auto step of name over the ranks from `first` on (the ranks below have joined), each with
@@ -90,10 +103,15 @@ static hvds_sparse_stats_t detect_step(const char* name, int step) {
   return st;
 }
 
-/* What step 2 must have used, and step 1 learned: w, or nothing on one rank. */
+/* What step 2 must have used, and step 1 learned: w, or nothing on one rank; and step 2's
+ * selector must know how step 1's algorithm did (its correction, when the model gave it time). */
 static void expect(const char* name, const hvds_sparse_stats_t* s1, const hvds_sparse_stats_t* s2,
                    double w, int P) {
   double want = P > 1 ? w : -1;
+  for (int a = 0; a < 7; a++)
+    if (s1->calib[a] != 0) FAIL("%s: step 1 had a correction for algorithm %d", name, a);
+  if (s1->costs[s1->algorithm] > 0 && !(s2->calib[s1->algorithm] > 0))
+    FAIL("%s: step 2 has no correction for step 1's %s", name, s1->algorithm_name);
   if (s1->overlap != -1) FAIL("%s: step 1 used overlap %g, not uniform", name, s1->overlap);
   if (s1->learned != want || s2->overlap != want)
     FAIL("%s: step 1 learned %g, step 2 used %g; expected %g", name, s1->learned, s2->overlap,
