@@ -28,9 +28,9 @@ void hvds__sparse_memory_learn_cost(hvds_sparse_memory_t* m, hvds_sparse_algo_t 
   if (m == NULL || a <= HVDS_SPARSE_AUTO || a >= HVDS_SPARSE_ALGO_COUNT || !(measured_s > 0) ||
       !(predicted_s > 0))
     return;
+  if (m->runs[a]++ == 0) return;
   double r = measured_s / predicted_s;
-  r = r < 0.05 ? 0.05 : r > 50 ? 50 : r;
-  m->calib[a] = m->calib[a] > 0 ? 0.5 * m->calib[a] + 0.5 * r : r;
+  if (!(m->calib[a] > 0) || r < m->calib[a]) m->calib[a] = r;
 }
 
 void hvds__sparse_memory_clear(hvds_pset_t* s) {
