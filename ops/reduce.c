@@ -111,8 +111,11 @@ uint16_t hvds__float_to_bf16(float f) {
  * EXPR reads d[i] and s[i]; i is the element index. */
 #define BLOCK 16
 /* On x86-64 each kernel is built twice, for AVX2 and for the baseline, and the loader picks the
- * one the processor runs (the results are the same bits: element-wise operations only). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+ * one the processor runs (the results are the same bits: element-wise operations only). Not
+ * under the sanitizers: their instrumented resolvers run before the sanitizer's runtime is up
+ * and crash at load (ThreadSanitizer). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define KERNEL_CLONES
