@@ -149,12 +149,11 @@ static void decide_due_again(int executed) {
   rt.empty_rounds = executed ? 0 : rt.empty_rounds + 1;
   due_again = 0;
   if (rt.empty_rounds > EAGER_ROUNDS_MAX) return;
-  pthread_mutex_lock(&rt.qmu); /* one lock for the scan: it runs every cycle */
+  /* The table and the pending maps belong to the cycle's owner: no lock (as in run_sets). */
   for (int32_t id = 0; id < rt.next_ps_id && !due_again; id++) {
     const hvds_pset_t* s = rt.psets[id];
     due_again = s != NULL && s->my_rank >= 0 && s->pending.count > 0;
   }
-  pthread_mutex_unlock(&rt.qmu);
 }
 
 int hvds__cycle_due_again(void) { return due_again; }
