@@ -143,7 +143,8 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
 }
 
 /* The cost model's view of the agreed counts: every algorithm's time and its pick. */
-static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
+static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double input_steps,
+                  double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
   hvds_sparse_net_t net = {rt.net_alpha, rt.net_beta, rt.work_gamma, rt.work_hash};
   hvds_sparse_problem_t x = {j->s->n,
@@ -153,7 +154,9 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz) {
                              (double)hvds__sparse_idx_bytes(&j->lay),
                              (double)max_nnz,
                              j->overlap,
-                             j->quant_bits};
+                             j->quant_bits,
+                             input_steps,
+                             imbalance};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select_calibrated(&x, &net, j->calib, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) {
@@ -385,7 +388,7 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
   }
   j->overlap = res.overlap;  // rank 0's: what the selector used
   memcpy(j->calib, res.calib, sizeof j->calib);
-  model(j, res.algorithm, (int64_t)res.max_nnz);
+  model(j, res.algorithm, (int64_t)res.max_nnz, (double)res.input_steps, res.imbalance);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;
@@ -401,8 +404,21 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
 /* ---- sparse_detect ---- */
 
 /* Rows of the dense input with a bit set (-0.0 counts: it is sent, the sum stays right). */
-static size_t count_rows(const job_t* j) {
-  return hvds__sparse_nonzero_rows(j->e->input.data, j->lay.dim, hvds__sparse_row_bytes(&j->lay));
+/* Non-zero rows, and how unevenly they fall into the set's equal index ranges (the measure of
+ * hvds__sstream_range_imbalance: 1 even, or when the rows would travel densely). */
+static size_t count_rows(const job_t* j, double* imbalance) {
+  const char* data = j->e->input.data;
+  size_t rb = hvds__sparse_row_bytes(&j->lay), dim = j->lay.dim, total = 0, largest = 0;
+  int m = j->s->n;
+  for (int r = 0; r < m; r++) {
+    size_t lo = hvds__sparse_part_lo(0, dim, m, r), hi = hvds__sparse_part_lo(0, dim, m, r + 1);
+    size_t c = hvds__sparse_nonzero_rows(data + lo * rb, hi - lo, rb);
+    total += c;
+    if (c > largest) largest = c;
+  }
+  int even = total == 0 || hvds__sparse_dense_rule(&j->lay, total, dim);
+  *imbalance = even ? 1.0 : (double)m * (double)largest / (double)total;
+  return total;
 }
 
 /* The non-zero rows as entries, prescaled. On failure the buffers stay NULL: the sparse
@@ -460,12 +476,14 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   return HVDS_SUCCESS;
 }
 
-/* One MAX allreduce agrees the largest count and rank 0's overlap and corrections (their bits;
- * the others send the smallest int64, so the maximum is rank 0's whatever they are). */
-static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */) {
-  enum { WORDS = 2 + HVDS_SPARSE_ALGO_COUNT };
+/* One MAX allreduce agrees the largest count and index-range imbalance (a non-negative double's
+ * bits order as the double does) and rank 0's overlap and corrections (their bits; the others
+ * send the smallest int64, so the maximum is rank 0's whatever they are). */
+static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */, double* imb) {
+  enum { WORDS = 3 + HVDS_SPARSE_ALGO_COUNT };
   int64_t v[WORDS] = {k};
-  for (int i = 1; i < WORDS; i++) v[i] = INT64_MIN;
+  for (int i = 1; i < WORDS - 1; i++) v[i] = INT64_MIN;
+  memcpy(&v[WORDS - 1], imb, sizeof(double));
   if (j->s->comm->rank == 0) {
     memcpy(&v[1], &j->overlap, sizeof(double));
     memcpy(&v[2], j->calib, sizeof j->calib);
@@ -474,6 +492,7 @@ static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */) 
   hvds_result_t rc = hvds__allreduce(j->s->comm, v, WORDS, HVDS_INT64, HVDS_MAX, &co);
   if (rc != HVDS_SUCCESS) return rc;
   *kmax = v[0];
+  memcpy(imb, &v[WORDS - 1], sizeof(double));
   memcpy(&j->overlap, &v[1], sizeof(double));
   memcpy(j->calib, &v[2], sizeof j->calib);
   return HVDS_SUCCESS;
@@ -481,10 +500,11 @@ static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */) 
 
 /* Counts, agrees on the largest count, lets the model choose, runs dense or sparse. */
 static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
-  int64_t k = j->e ? (int64_t)count_rows(j) : 0, kmax;
-  hvds_result_t rc = detect_agree(j, k, &kmax);
+  double imb = 1.0;
+  int64_t k = j->e ? (int64_t)count_rows(j, &imb) : 0, kmax;
+  hvds_result_t rc = detect_agree(j, k, &kmax, &imb);
   if (rc != HVDS_SUCCESS) return rc;
-  model(j, HVDS_SPARSE_DENSE, kmax);
+  model(j, HVDS_SPARSE_DENSE, kmax, 0, imb);
   hvds_sparse_algo_t algo = j->forced != HVDS_SPARSE_AUTO ? j->forced
                             : j->s->n == 1                ? HVDS_SPARSE_DENSE
                                                           : (hvds_sparse_algo_t)j->st.auto_pick;

@@ -217,6 +217,8 @@ void hvds_sim_bucket_predict(const hvds_sim_net_t* n, const hvds_sim_cfg_t* c,
                              b->idx_bytes,
                              b->density * (b->elems / b->row),
                              b->overlap,
+                             0,
+                             0,
                              0};
   hvds_sparse_net_t net = {n->alpha, n->beta, 0, 0};  // the simulator prices the network only
   out->sparse = hvds__sparse_select(&x, &net, out->sparse_costs);

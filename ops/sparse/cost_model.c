@@ -15,6 +15,7 @@
 typedef struct {
   int P, L, p2, rem;
   double N, rb, s, k;
+  double imb; /* index-range imbalance, in [1, P] */
   double alpha, beta, gamma, hash;
 } terms_t;
 
@@ -29,6 +30,8 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   t.rb = x->row * x->val_bytes;
   t.s = x->idx_bytes + t.rb;
   t.k = x->nnz < x->dim ? x->nnz : x->dim;
+  t.imb = x->imbalance > 1 ? x->imbalance : 1;
+  if (t.imb > t.P) t.imb = t.P;
   t.alpha = net != NULL && net->alpha > 0 ? net->alpha : HVDS_SPARSE_DEFAULT_ALPHA;
   t.beta = net != NULL && net->beta > 0 ? net->beta : HVDS_SPARSE_DEFAULT_BETA;
   t.gamma = net != NULL && net->gamma > 0 ? net->gamma : 0;
@@ -108,14 +111,25 @@ static double cost_ssar_rd(const terms_t* t, const hvds_sparse_problem_t* x) {
   return c;
 }
 
+/* Bytes the busiest rank receives when m ranges holding K entries in all are gathered by every
+ * rank: the heaviest range (imb K / m entries) and all but the lightest other. */
+static double gather_ranges(const terms_t* t, double K, int m, double part) {
+  if (m <= 1) return 0;
+  double heavy = t->imb * K / m;
+  if (heavy > K) heavy = K;
+  double light = (K - heavy) / (m - 1);
+  return stream_bytes(t, heavy, part) + (m - 2) * stream_bytes(t, light, part);
+}
+
 /* ssar_split_allgather.c: pairwise split of the folded stream, then a recursive-doubling
- * allgather of counts and of the reduced ranges. */
+ * allgather of counts and of the reduced ranges. With skewed indices the owner of the heavy
+ * range receives imb times the average block. */
 static double cost_ssar_sag(const terms_t* t, const hvds_sparse_problem_t* x) {
   double part = t->N / t->p2;
   double Kf = hvds__sparse_union(x, folded_inputs(t)), KP = hvds__sparse_union(x, t->P);
-  double split =
-      2.0 * (t->p2 - 1) * t->alpha + (t->p2 - 1) * stream_bytes(t, Kf / t->p2, part) * t->beta;
-  double gather = 2.0 * t->L * t->alpha + (t->p2 - 1) * stream_bytes(t, KP / t->p2, part) * t->beta;
+  double split = 2.0 * (t->p2 - 1) * t->alpha +
+                 (t->p2 - 1) * stream_bytes(t, t->imb * Kf / t->p2, part) * t->beta;
+  double gather = 2.0 * t->L * t->alpha + gather_ranges(t, KP, t->p2, part) * t->beta;
   return fold_cost(t, x) + split + gather;
 }
 
@@ -130,8 +144,8 @@ static double gather_bytes(const terms_t* t, const hvds_sparse_problem_t* x, dou
 /* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv (quantized when asked). */
 static double cost_dsar(const terms_t* t, const hvds_sparse_problem_t* x) {
   double part = t->N / t->P;
-  double split =
-      2.0 * (t->P - 1) * t->alpha + (t->P - 1) * stream_bytes(t, t->k / t->P, part) * t->beta;
+  double split = 2.0 * (t->P - 1) * t->alpha +
+                 (t->P - 1) * stream_bytes(t, t->imb * t->k / t->P, part) * t->beta;
   double gather = (t->P - 1) * t->alpha + (t->P - 1) * gather_bytes(t, x, part) * t->beta;
   return split + gather;
 }
@@ -181,16 +195,18 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       }
       return w + carry(t, KP);
     }
-    case HVDS_SPARSE_SSAR_SAG:  // split, merge one range's blocks, concatenate the ranges
-      return carry(t, k) + 2 * carry(t, k) * L + carry(t, KP);
+    case HVDS_SPARSE_SSAR_SAG:  // split, merge one range's blocks (the heaviest), concatenate
+      return carry(t, k) + 2 * carry(t, t->imb * k) * L + carry(t, KP);
     case HVDS_SPARSE_DSAR:  // split, merge one range's blocks, the dense range and result
-      return carry(t, k) + 2 * carry(t, k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
+      return carry(t, k) + 2 * carry(t, t->imb * k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
       int bitmap = part / 8 + per * t->rb < per * t->s;
       double encode =
           bitmap ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
-      double decode = hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP);
+      // COO partitions merge (sorted, disjoint); bitmap ones are ranked by index
+      double decode =
+          bitmap ? hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP) : 2 * carry(t, KP) * L;
       return carry(t, 2 * k) + 2 * carry(t, k) * L + encode + decode;
     }
     default:
@@ -200,7 +216,8 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
 
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   int always_dense = a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR;
-  return algo_steps(a, t, x) + count_steps(t, hvds__sparse_union(x, t->P), always_dense);
+  double input = x->input > 0 ? x->input : 0;
+  return input + algo_steps(a, t, x) + count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }
 
 /* Keyed hashes ZEN computes: every input entry, and with the bitmap pull every owned entry to

@@ -56,6 +56,13 @@ typedef struct {
   double overlap;   /* pairwise overlap |A n B| / k in [0, 1]; < 0: independent uniform */
   int quant_bits;   /* DSAR's allgather quantized at 2, 4 or 8 bits per value (plus a float32
                        scale per 1024 values); 0: full precision */
+  double input;     /* entry steps the slowest rank took to bring its input into order (the
+                       scan, and the sort and summing of an unsorted one); every algorithm pays
+                       them (0: left out) */
+  double imbalance; /* P times the largest share of a rank's entries in one of P equal index
+                       ranges, worst rank (hvds__sstream_range_imbalance): the range-partitioned
+                       algorithms' (split-allgather's) busiest rank moves and merges that many
+                       times the average; ZEN's hashed ranges are even. <= 1: even */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform

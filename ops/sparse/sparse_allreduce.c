@@ -25,6 +25,8 @@ enum {
   S_INDEX,
   S_POSITION,
   S_SIGNATURE,
+  S_INPUT,     /* entry steps its input's normalization took (the largest is priced) */
+  S_IMBALANCE, /* its entries' index-range imbalance (a double's bits; the largest is priced) */
   S_SEED,
   S_OVERLAP,
   S_CALIB,
@@ -127,10 +129,19 @@ static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
 static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_check_t* chk,
                               const hvds_sstream_t* in, uint64_t sig, const hvds_sparse_opts_t* o,
                               uint64_t* all) {
-  uint64_t w;
+  uint64_t w, imb;
   memcpy(&w, &o->overlap, sizeof w);
-  uint64_t mine[SLOTS] = {
-      in->n, (uint64_t)chk->status, (uint64_t)chk->index, chk->position, sig, c->zen_seed, w};
+  double mine_imb = hvds__sstream_range_imbalance(&c->lay, in, c->p->size);
+  memcpy(&imb, &mine_imb, sizeof imb);
+  uint64_t mine[SLOTS] = {[S_NNZ] = in->n,
+                          [S_STATUS] = (uint64_t)chk->status,
+                          [S_INDEX] = (uint64_t)chk->index,
+                          [S_POSITION] = chk->position,
+                          [S_SIGNATURE] = sig,
+                          [S_INPUT] = (uint64_t)chk->steps,
+                          [S_IMBALANCE] = imb,
+                          [S_SEED] = c->zen_seed,
+                          [S_OVERLAP] = w};
   memcpy(&mine[S_CALIB], o->calib, sizeof o->calib);
   hvds_result_t rc = hvds__sparse_allgather_u64(c, mine, SLOTS, all);
   if (rc != HVDS_SUCCESS) return rc;
@@ -144,6 +155,11 @@ static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_chec
     if (!(c->res->calib[a] > 0)) c->res->calib[a] = 0;  // negative or NaN: none
   uint64_t* nnz = all;  // compacted in place: nnz[r] = all[r * SLOTS + S_NNZ]
   for (int r = 0; r < c->p->size; r++) {
+    if (all[r * SLOTS + S_INPUT] > c->res->input_steps)
+      c->res->input_steps = all[r * SLOTS + S_INPUT];
+    double b;
+    memcpy(&b, &all[r * SLOTS + S_IMBALANCE], sizeof b);
+    if (b > c->res->imbalance) c->res->imbalance = b;  // NaN never wins
     nnz[r] = all[r * SLOTS + S_NNZ];
     if (nnz[r] > c->res->max_nnz) c->res->max_nnz = nnz[r];
     c->res->total_nnz += nnz[r];
@@ -161,7 +177,9 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
                              (double)hvds__sparse_idx_bytes(&c->lay),
                              (double)c->res->max_nnz,
                              c->res->overlap,
-                             c->quant_bits};
+                             c->quant_bits,
+                             (double)c->res->input_steps,
+                             c->res->imbalance};
   return x;
 }
 

@@ -70,6 +70,10 @@ typedef struct {
   hvds_sparse_algo_t algorithm; /* the algorithm that ran */
   size_t max_nnz;               /* unique input entries: largest on any rank */
   size_t total_nnz;             /* unique input entries: sum over ranks */
+  size_t input_steps;           /* the cost model's steps for normalizing the inputs: the
+                                   largest on any rank (hvds__sparse_input_steps) */
+  double imbalance;             /* the inputs' index-range imbalance, the largest on any rank
+                                   (hvds__sstream_range_imbalance) */
   double push_imbalance;        /* ZEN: P * largest block / total sent, worst rank; else 0 */
   double pull_imbalance;        /* ZEN: P * largest owner partition / union size; else 0 */
   double overlap;               /* the overlap the cost model was given: rank 0's opts */

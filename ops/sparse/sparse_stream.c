@@ -69,6 +69,32 @@ int64_t hvds__sstream_index(const hvds_sparse_layout_t* lay, const hvds_sstream_
   return s->dense ? (int64_t)(s->lo + i) : hvds__sparse_idx_get(lay, s->base, i);
 }
 
+/* First entry of sparse s with an index >= v (binary search). */
+static size_t lower_bound(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, size_t v) {
+  size_t a = 0, b = s->n;
+  while (a < b) {
+    size_t mid = a + (b - a) / 2;
+    if ((size_t)hvds__sparse_idx_get(lay, s->base, mid) < v)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  return a;
+}
+
+double hvds__sstream_range_imbalance(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s,
+                                     int m) {
+  if (m <= 1 || s->n == 0 || s->dense) return 1.0;
+  size_t largest = 0, start = 0;
+  for (int j = 0; j < m; j++) {
+    size_t end = j + 1 < m ? lower_bound(lay, s, hvds__sparse_part_lo(s->lo, s->len, m, j + 1))
+                           : s->n;
+    if (end - start > largest) largest = end - start;
+    start = end;
+  }
+  return (double)m * (double)largest / (double)s->n;
+}
+
 /* ---- Memory ---- */
 
 hvds_result_t hvds__sstream_alloc(const hvds_sparse_layout_t* lay, size_t lo, size_t len, size_t n,
@@ -153,8 +179,9 @@ static double radix_passes(double max_key) {
   return p;
 }
 
-/* The bitmap ranking's steps: mark n, a prefix count over the range's 64-bit words, place n. */
-static double rank_steps(double n, double max_key) { return 2 * n + (max_key / 64 + 1); }
+/* The bitmap ranking's steps: mark n, a prefix count over the range's 64-bit words, rank n,
+ * list the n marks over the words again. */
+static double rank_steps(double n, double max_key) { return 3 * n + 2 * (max_key / 64 + 1); }
 
 double hvds__sparse_sort_steps(double n, double max_key, int unique) {
   double radix = 2 * n * radix_passes(max_key);
@@ -163,29 +190,52 @@ double hvds__sparse_sort_steps(double n, double max_key, int unique) {
   return rank < radix ? rank : radix;
 }
 
-hvds_result_t hvds__sparse_sort_unique_pairs(uint64_t* key, uint64_t* val, size_t n,
-                                             uint64_t max_key) {
-  if (n < 2) return HVDS_SUCCESS;
+double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted) {
+  double rows = n * rb / 16;  // a step per 16 bytes of values copied or summed
+  return sorted ? n + rows : 3 * n + 2 * n * radix_passes(max_key) + rows;
+}
+
+/* Set bits of a 64-bit word, branch-free (the builtin calls a library routine unless the
+ * build targets a processor with the instruction). */
+static inline uint64_t popcount64(uint64_t w) {
+  w -= (w >> 1) & 0x5555555555555555ull;
+  w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+  w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return (w * 0x0101010101010101ull) >> 56;
+}
+
+/* Ranks through the radix sort of (key, position) pairs; the sorted keys replace the keys. */
+static hvds_result_t ranks_by_sort(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank) {
+  uint64_t* pos = malloc(n * sizeof(uint64_t));
+  if (pos == NULL) return HVDS_SYSTEM_ERROR;
+  for (size_t i = 0; i < n; i++) pos[i] = i;
+  hvds_result_t rc = hvds__sparse_sort_pairs(key, pos, n, max_key);
+  for (size_t t = 0; rc == HVDS_SUCCESS && t < n; t++) rank[pos[t]] = t;
+  free(pos);
+  return rc;
+}
+
+hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank) {
+  if (n == 0) return HVDS_SUCCESS;
   if (rank_steps((double)n, (double)max_key) >= 2 * (double)n * radix_passes((double)max_key))
-    return hvds__sparse_sort_pairs(key, val, n, max_key);
+    return ranks_by_sort(key, n, max_key, rank);
   size_t words = (size_t)(max_key >> 6) + 1;
-  uint64_t* bits = calloc(2 * words + 2 * n, sizeof(uint64_t));
+  uint64_t* bits = calloc(2 * words, sizeof(uint64_t));
   if (bits == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t *before = bits + words, *k2 = before + words, *v2 = k2 + n;
+  uint64_t* before = bits + words;
   for (size_t i = 0; i < n; i++) bits[key[i] >> 6] |= 1ull << (key[i] & 63);
   uint64_t acc = 0;
   for (size_t w = 0; w < words; w++) {
     before[w] = acc;
-    acc += (uint64_t)__builtin_popcountll(bits[w]);
+    acc += popcount64(bits[w]);
   }
   for (size_t i = 0; i < n; i++) {
-    uint64_t w = key[i] >> 6, below = bits[w] & ((1ull << (key[i] & 63)) - 1);
-    size_t at = (size_t)(before[w] + (uint64_t)__builtin_popcountll(below));
-    k2[at] = key[i];
-    v2[at] = val[i];
+    uint64_t w = key[i] >> 6;
+    rank[i] = before[w] + popcount64(bits[w] & ((1ull << (key[i] & 63)) - 1));
   }
-  memcpy(key, k2, n * sizeof(uint64_t));
-  memcpy(val, v2, n * sizeof(uint64_t));
+  size_t t = 0;  // the marks, in order, are the sorted keys
+  for (size_t w = 0; w < words; w++)
+    for (uint64_t b = bits[w]; b != 0; b &= b - 1) key[t++] = (w << 6) + (uint64_t)__builtin_ctzll(b);
   free(bits);
   return HVDS_SUCCESS;
 }
@@ -201,7 +251,7 @@ static int scan_indices(const hvds_sparse_layout_t* lay, const void* indices, si
   for (size_t i = 0; i < nnz; i++) {
     int64_t x = hvds__sparse_idx_get(lay, indices, i);
     if (x < 0 || (uint64_t)x >= (uint64_t)lay->dim) {
-      *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_BAD_INDEX, x, i};
+      *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_BAD_INDEX, x, i, 0};
       return -1;
     }
     if (x <= prev) sorted = 0;
@@ -273,7 +323,7 @@ static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* i
 hvds_result_t hvds__sstream_from_input(const hvds_sparse_layout_t* lay, const void* indices,
                                        const void* values, size_t nnz,
                                        hvds_sparse_input_check_t* chk, hvds_sstream_t* out) {
-  *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_OK, 0, 0};
+  *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_OK, 0, 0, 0};
   *out = (hvds_sstream_t){0, lay->dim, 0, 0, NULL, NULL};
   if (nnz == 0) return HVDS_SUCCESS;
   if (indices == NULL || values == NULL) {
@@ -282,6 +332,8 @@ hvds_result_t hvds__sstream_from_input(const hvds_sparse_layout_t* lay, const vo
   }
   int sorted = scan_indices(lay, indices, nnz, chk);
   if (sorted < 0) return HVDS_INVALID_ARGUMENT;
+  chk->steps = hvds__sparse_input_steps((double)nnz, (double)(lay->dim > 0 ? lay->dim - 1 : 0),
+                                        (double)hvds__sparse_row_bytes(lay), sorted);
   hvds_result_t rc = sorted ? copy_sorted(lay, indices, values, nnz, out)
                             : sort_and_sum(lay, indices, values, nnz, out);
   if (rc != HVDS_SUCCESS) chk->status = HVDS_SPARSE_INPUT_NOMEM;

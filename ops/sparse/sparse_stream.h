@@ -73,6 +73,12 @@ char* hvds__sstream_val(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s
 /* Index of entry i (lo + i when dense). */
 int64_t hvds__sstream_index(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, size_t i);
 
+/* How unevenly s's entries fall into m equal index ranges of [lo, lo + len): m times the largest
+ * range's share of the entries, from 1 (even, and for an empty or dense s) to m (all in one).
+ * The range-partitioned algorithms' busiest rank does that much more than the average. */
+double hvds__sstream_range_imbalance(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s,
+                                     int m);
+
 /* Allocates a stream of n entries over [lo, lo + len); contents undefined except the padding,
  * which is zeroed so no uninitialized byte goes on the wire. */
 hvds_result_t hvds__sstream_alloc(const hvds_sparse_layout_t* lay, size_t lo, size_t len, size_t n,
@@ -99,6 +105,7 @@ typedef struct {
   hvds_sparse_input_status_t status;
   int64_t index;   /* BAD_INDEX: the first offending index */
   size_t position; /* BAD_INDEX: its position in the caller's array */
+  double steps;    /* OK: entry steps the normalization took (hvds__sparse_input_steps) */
 } hvds_sparse_input_check_t;
 
 /* Builds the stream over [0, dim) from the caller's nnz entries: indices in any order, duplicates
@@ -140,15 +147,21 @@ size_t hvds__sparse_nonzero_rows(const void* rows, size_t n, size_t rb);
  * place. Used for input normalization and ZEN's orderings. */
 hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, uint64_t max_key);
 
-/* As hvds__sparse_sort_pairs for distinct keys: when the key range is small next to n, ranks
- * them in a bitmap of the range instead (one pass to mark, one over the range's words, one to
- * place), else the radix sort. */
-hvds_result_t hvds__sparse_sort_unique_pairs(uint64_t* key, uint64_t* val, size_t n,
-                                             uint64_t max_key);
+/* Ranks n distinct keys <= max_key: rank[i] = how many of the keys are smaller than key[i], so
+ * an entry can be written straight to its place in sorted order; on return key holds the keys
+ * in increasing order. When the key range is small next to n, ranked in a bitmap of the range
+ * (one pass to mark, one over the range's words, one to rank, one to list the marks), else by
+ * the radix sort. */
+hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank);
 
-/* Entry steps the two sorts take (the cost model's local work; one step moves or counts one
- * entry, a range word counts one): the radix sort's, or the bitmap ranking's when it is chosen. */
+/* Entry steps the radix sort takes, or with unique set the ranking's (the cost model's local
+ * work; one step moves or counts one entry, a range word counts one). */
 double hvds__sparse_sort_steps(double n, double max_key, int unique);
+
+/* Entry steps of bringing n input entries of rb-byte rows into order (the cost model's input
+ * term, in hvds__sparse_sort_steps' units): a scan of the indices and the copy when sorted;
+ * else also the keys, the radix sort over [0, max_key] and the summing pass. */
+double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted);
 
 /* dst row += src row (HVDS_SUM of lay->row values). Inline: COO rows of the common types are
  * single adds instead of a kernel-table call. */

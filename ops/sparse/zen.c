@@ -122,29 +122,26 @@ static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
   return HVDS_SUCCESS;
 }
 
-/* Owner r's partition as a bitmap over its hashed range, then its rows in hashed order. */
+/* Owner r's partition as a bitmap over its hashed range, then its rows in hashed order: each
+ * row goes straight to its rank among the hashed positions. */
 static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   size_t rb = hvds__sparse_row_bytes(lay), n = x->agg.n, lo = range_lo(x, x->r);
   size_t mapb = hvds__pad8((range_len(x, x->r) + 7) / 8);
   uint64_t* key = malloc((n > 0 ? 2 * n : 1) * sizeof(uint64_t));
   if (key == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t* pos = key + n;
-  for (size_t i = 0; i < n; i++) {
+  uint64_t* rank = key + n;
+  for (size_t i = 0; i < n; i++)
     key[i] = hvds__zen_hash(&x->h, (uint64_t)hvds__sstream_index(lay, &x->agg, i)) - lo;
-    pos[i] = i;
-  }
-  if (hvds__sparse_sort_unique_pairs(key, pos, n, range_len(x, x->r)) != HVDS_SUCCESS) {
+  if (hvds__sparse_rank_unique(key, n, range_len(x, x->r) - 1, rank) != HVDS_SUCCESS) {
     free(key);
     return HVDS_SYSTEM_ERROR;
   }
   unsigned char* map = (unsigned char*)dst;
   memset(map, 0, mapb);
-  const char* val = hvds__sstream_val(lay, &x->agg);
-  for (size_t t = 0; t < n; t++) {
-    map[key[t] >> 3] |= (unsigned char)(1u << (key[t] & 7));  // LSB first
-    hvds__sparse_row_copy(dst + mapb + t * rb, val + pos[t] * rb, rb);
-  }
+  for (size_t t = 0; t < n; t++) map[key[t] >> 3] |= (unsigned char)(1u << (key[t] & 7));
+  const char* val = hvds__sstream_val(lay, &x->agg);  // LSB first, above; rows by rank
+  for (size_t i = 0; i < n; i++) hvds__sparse_row_copy(dst + mapb + rank[i] * rb, val + i * rb, rb);
   memset(dst + mapb + n * rb, 0, hvds__pad8(n * rb) - n * rb);
   free(key);
   return HVDS_SUCCESS;
@@ -173,44 +170,61 @@ static hvds_result_t pull(zen_t* x, double push_imbalance) {
   return hvds__allgatherv(x->c->p, x->gbuf, x->gbytes, &x->c->coll);
 }
 
-/* Lists every gathered entry: key[e] = its index, src[e] = its row's offset in gbuf. */
-static void collect(const zen_t* x, uint64_t* key, uint64_t* src) {
+/* Offset in gbuf of owner j's rows (after its indices or its bitmap). */
+static size_t rows_at(const zen_t* x, int j) {
+  size_t head = use_bitmap(x, j) ? (range_len(x, j) + 7) / 8
+                                 : part_entries(x, j) * hvds__sparse_idx_bytes(&x->c->lay);
+  return x->goff[j] + hvds__pad8(head);
+}
+
+/* Lists every gathered entry's index, in gathered order (owner by owner). */
+static void collect(const zen_t* x, uint64_t* key) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
-  size_t rb = hvds__sparse_row_bytes(lay), e = 0;
+  size_t e = 0;
   for (int j = 0; j < x->P; j++) {
     const char* blk = x->gbuf + x->goff[j];
     size_t n = part_entries(x, j);
     if (!use_bitmap(x, j)) {
-      size_t vals = x->goff[j] + hvds__pad8(n * hvds__sparse_idx_bytes(lay));
-      for (size_t i = 0; i < n; i++, e++) {
-        key[e] = (uint64_t)hvds__sparse_idx_get(lay, blk, i);
-        src[e] = vals + i * rb;
-      }
+      for (size_t i = 0; i < n; i++) key[e++] = (uint64_t)hvds__sparse_idx_get(lay, blk, i);
       continue;
     }
-    size_t bytes = (range_len(x, j) + 7) / 8, t = 0, lo = range_lo(x, j);
-    size_t vals = x->goff[j] + hvds__pad8(bytes);
-    for (size_t b = 0; b < bytes; b++) {
-      for (unsigned v = (unsigned char)blk[b]; v != 0; v &= v - 1, t++, e++) {
-        key[e] = hvds__zen_hash_inv(&x->h, lo + b * 8 + (size_t)__builtin_ctz(v));
-        src[e] = vals + t * rb;
-      }
-    }
+    size_t bytes = (range_len(x, j) + 7) / 8, lo = range_lo(x, j);
+    for (size_t b = 0; b < bytes; b++)
+      for (unsigned v = (unsigned char)blk[b]; v != 0; v &= v - 1)
+        key[e++] = hvds__zen_hash_inv(&x->h, lo + b * 8 + (size_t)__builtin_ctz(v));
   }
 }
 
-/* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. */
+/* Pull, part 2, when every owner sent COO: each partition is a stream in index order, and the
+ * partitions are disjoint, so their merge (a tree of sequential passes) is the result. */
+static hvds_result_t decode_merge(zen_t* x, hvds_sstream_t* out) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  for (int j = 0; j < x->P; j++)
+    hvds__sstream_view(lay, x->gbuf + x->goff[j], 0, lay->dim, part_entries(x, j), 0, &x->parts[j]);
+  if (hvds__sstream_merge_many(lay, x->parts, x->P, 1, out) != HVDS_SUCCESS ||
+      hvds__sstream_own(lay, out) != HVDS_SUCCESS)  // one partition: a view of gbuf until here
+    return hvds__sparse_nomem(x->c, "zen");
+  return HVDS_SUCCESS;
+}
+
+/* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. With a bitmap
+ * among the partitions (hashed order), the gathered rows are read in gathered order and each is
+ * written at its index, or at its index's rank. */
 static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   size_t rb = hvds__sparse_row_bytes(lay), total = 0;
-  for (int j = 0; j < x->P; j++) total += part_entries(x, j);
+  int bitmaps = 0;
+  for (int j = 0; j < x->P; j++) {
+    total += part_entries(x, j);
+    bitmaps += use_bitmap(x, j);
+  }
+  if (bitmaps == 0) return decode_merge(x, out);
   int dense = hvds__sparse_dense_rule(lay, total, lay->dim);
   uint64_t* key = malloc((total > 0 ? 2 * total : 1) * sizeof(uint64_t));
   if (key == NULL) return hvds__sparse_nomem(x->c, "zen");
-  uint64_t* src = key + total;
-  collect(x, key, src);
-  hvds_result_t rc =
-      dense ? HVDS_SUCCESS : hvds__sparse_sort_unique_pairs(key, src, total, lay->dim - 1);
+  uint64_t* at = dense ? key : key + total;
+  collect(x, key);
+  hvds_result_t rc = dense ? HVDS_SUCCESS : hvds__sparse_rank_unique(key, total, lay->dim - 1, at);
   if (rc == HVDS_SUCCESS)
     rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out);
   if (rc != HVDS_SUCCESS) {
@@ -219,9 +233,13 @@ static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   }
   char* ov = hvds__sstream_val(lay, out);
   if (dense) memset(ov, 0, lay->dim * rb);
-  for (size_t e = 0; e < total; e++) {
-    if (!dense) hvds__sparse_idx_set(lay, out->base, e, (int64_t)key[e]);
-    hvds__sparse_row_copy(ov + (dense ? key[e] : e) * rb, x->gbuf + src[e], rb);
+  for (size_t t = 0; !dense && t < total; t++)  // key is sorted now
+    hvds__sparse_idx_set(lay, out->base, t, (int64_t)key[t]);
+  size_t e = 0;
+  for (int j = 0; j < x->P; j++) {
+    const char* rows = x->gbuf + rows_at(x, j);
+    for (size_t t = 0; t < part_entries(x, j); t++, e++)
+      hvds__sparse_row_copy(ov + at[e] * rb, rows + t * rb, rb);
   }
   free(key);
   return HVDS_SUCCESS;

@@ -55,6 +55,8 @@ uint64_t hvds__zen_hash_inv(const hvds_zen_hash_t* h, uint64_t y) {
 }
 
 int hvds__zen_owner(uint64_t dim, int P, uint64_t y) {
-  // The largest j with floor(j dim / P) <= y is ceil((y + 1) P / dim) - 1.
+  // The largest j with floor(j dim / P) <= y is ceil((y + 1) P / dim) - 1; in 64 bits when
+  // the product fits (a 128-bit division is a library call).
+  if (y < UINT64_MAX / (unsigned)P) return (int)(((y + 1) * (unsigned)P - 1) / dim);
   return (int)(((unsigned __int128)(y + 1) * (unsigned)P - 1) / dim);
 }

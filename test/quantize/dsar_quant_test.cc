@@ -204,7 +204,7 @@ TEST(DsarQuantized, BadOrMismatchedWidthFailsEveryRank) {
 TEST(QuantCostModel, DsarAllgatherShrinks) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0};  // 1 Gbit/s
   for (int P : {2, 4, 8}) {
-    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e6, -1, 0};
+    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e6, -1, 0, 0, 0};
     double full = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);
     for (int bits : {2, 4, 8}) {
       x.quant_bits = bits;
@@ -223,6 +223,6 @@ TEST(QuantCostModel, DsarAllgatherShrinks) {
   }
   // A result that fills in: full-precision DSAR is at best 2x dense, so the selector's pick may
   // be dense; at 4 bits DSAR wins clearly.
-  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4};
+  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4, 0, 0};
   EXPECT_EQ(hvds__sparse_select(&x, &net, nullptr), HVDS_SPARSE_DSAR);
 }

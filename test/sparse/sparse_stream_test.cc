@@ -277,8 +277,8 @@ TEST(SparseStream, RadixSortIsStable) {
 }
 
 // Distinct keys: the bitmap ranking (a dense key range) and the radix fallback (a sparse one)
-// both give the keys in order with their values; the step counts follow the method chosen.
-TEST(SparseStream, UniqueSortRanksDenseRangesAndFallsBackOnSparseOnes) {
+// both give every key its place in sorted order; the step counts follow the method chosen.
+TEST(SparseStream, UniqueRanksRankDenseRangesAndFallBackOnSparseOnes) {
   std::mt19937_64 rng(11);
   for (uint64_t max_key : {uint64_t{63}, uint64_t{5000}, uint64_t{1} << 20, uint64_t{1} << 40}) {
     size_t n = std::min<uint64_t>(4000, max_key + 1);
@@ -294,20 +294,41 @@ TEST(SparseStream, UniqueSortRanksDenseRangesAndFallsBackOnSparseOnes) {
       k.assign(seen.begin(), seen.end());
       std::shuffle(k.begin(), k.end(), rng);
     }
-    std::vector<uint64_t> v(n);
-    for (size_t i = 0; i < n; i++) v[i] = k[i] * 7 + 1;
-    ASSERT_EQ(hvds__sparse_sort_unique_pairs(k.data(), v.data(), n, max_key), HVDS_SUCCESS);
+    std::vector<uint64_t> rank(n, ~uint64_t{0});
+    std::vector<uint64_t> given = k, sorted = k;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(hvds__sparse_rank_unique(k.data(), n, max_key, rank.data()), HVDS_SUCCESS);
+    EXPECT_EQ(k, sorted) << "max_key " << max_key;
     for (size_t i = 0; i < n; i++) {
-      if (i > 0) {
-        ASSERT_LT(k[i - 1], k[i]) << "max_key " << max_key;
-      }
-      ASSERT_EQ(v[i], k[i] * 7 + 1);
+      ASSERT_LT(rank[i], n) << "max_key " << max_key;
+      ASSERT_EQ(sorted[rank[i]], given[i]) << "max_key " << max_key << " key " << given[i];
     }
   }
-  // 2^18 keys over 2^24: ranking (2^19 + 2^18 steps) beats three radix passes (6 x 2^18).
+  // 2^18 keys over 2^24: ranking (3 x 2^18 + 2^19 steps) beats three radix passes (6 x 2^18).
   EXPECT_LT(hvds__sparse_sort_steps(1 << 18, (1 << 24) - 1, 1),
             hvds__sparse_sort_steps(1 << 18, (1 << 24) - 1, 0));
   // 100 keys over 2^40: the radix sort.
   EXPECT_DOUBLE_EQ(hvds__sparse_sort_steps(100, 1099511627775.0, 1),
                    hvds__sparse_sort_steps(100, 1099511627775.0, 0));
+}
+
+// Entries spread over m equal index ranges: m x the largest range's share, 1 when even (and for
+// empty or dense streams), m when all fall into one range.
+TEST(SparseStream, RangeImbalance) {
+  auto lay = coo(1000);
+  hvds_sstream_t even = make(lay, {10, 260, 510, 760}, {1, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&lay, &even, 4), 1.0);
+  hvds_sstream_t head = make(lay, {0, 1, 2, 3, 4, 5, 999, 249}, {1, 1, 1, 1, 1, 1, 1, 1});
+  // ranges [0,250) [250,500) [500,750) [750,1000): 7, 0, 0, 1 of 8
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&lay, &head, 4), 4.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&lay, &head, 1), 1.0);
+  hvds_sstream_t one = make(lay, {250, 251, 499}, {1, 1, 1});
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&lay, &one, 4), 4.0);
+  hvds_sstream_t none = make(lay, {}, {});
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&lay, &none, 4), 1.0);
+  auto small = coo(4);
+  hvds_sstream_t dense = make(small, {0, 1, 2, 3}, {1, 1, 1, 1});
+  ASSERT_TRUE(dense.dense);
+  EXPECT_DOUBLE_EQ(hvds__sstream_range_imbalance(&small, &dense, 4), 1.0);
+  for (hvds_sstream_t* s : {&even, &head, &one, &none, &dense}) hvds__sstream_free(s);
 }
