@@ -245,9 +245,10 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);
     HVDS_DEBUG(
-        "sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu, overlap %g",
+        "sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu, overlap %g, "
+        "index-range imbalance %.2f, input steps %zu",
         hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
-        res->total_nnz, res->overlap);
+        res->total_nnz, res->overlap, res->imbalance, res->input_steps);
     rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);
