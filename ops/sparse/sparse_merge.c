@@ -25,6 +25,98 @@ static size_t union_count(const hvds_sparse_layout_t* lay, const hvds_sstream_t*
   return u + (a->n - i) + (b->n - j);
 }
 
+/* Typed merges for the common COO layouts (one value per index, float32 or float64, int32 or
+ * int64 indices): the union count and the merge run without per-entry layout dispatch, and the
+ * merge's choice of source is a select, not a branch (the branch on which stream is ahead is
+ * unpredictable for interleaved supports). Same results as two_pointer: an index in one operand
+ * is copied, in both summed. */
+#define DEF_TYPED_UNION(name, IT)                                                             \
+  static size_t name(const IT* a, size_t na, const IT* b, size_t nb) {                         \
+    size_t i = 0, j = 0, u = 0;                                                               \
+    while (i < na && j < nb) {                                                                \
+      IT x = a[i], y = b[j];                                                                  \
+      i += x <= y;                                                                            \
+      j += y <= x;                                                                            \
+      u++;                                                                                    \
+    }                                                                                         \
+    return u + (na - i) + (nb - j);                                                           \
+  }
+DEF_TYPED_UNION(union_i32, int32_t)
+DEF_TYPED_UNION(union_i64, int64_t)
+
+#define DEF_TYPED_MERGE(name, IT, VT)                                                         \
+  static size_t name(const IT* ai, const VT* av, size_t na, const IT* bi, const VT* bv,       \
+                     size_t nb, IT* oi, VT* ov) {                                             \
+    size_t i = 0, j = 0, e = 0;                                                               \
+    while (i < na && j < nb) {                                                                \
+      IT x = ai[i], y = bi[j];                                                                \
+      VT p = av[i], q = bv[j];                                                                \
+      oi[e] = x < y ? x : y;                                                                  \
+      ov[e++] = x == y ? p + q : x < y ? p : q;                                               \
+      i += x <= y;                                                                            \
+      j += y <= x;                                                                            \
+    }                                                                                         \
+    if (i < na) { /* an empty stream's pointers may be NULL */                                \
+      memcpy(oi + e, ai + i, (na - i) * sizeof(IT));                                          \
+      memcpy(ov + e, av + i, (na - i) * sizeof(VT));                                          \
+      e += na - i;                                                                            \
+    }                                                                                         \
+    if (j < nb) {                                                                             \
+      memcpy(oi + e, bi + j, (nb - j) * sizeof(IT));                                          \
+      memcpy(ov + e, bv + j, (nb - j) * sizeof(VT));                                          \
+      e += nb - j;                                                                            \
+    }                                                                                         \
+    return e;                                                                                 \
+  }
+DEF_TYPED_MERGE(merge_i32_f32, int32_t, float)
+DEF_TYPED_MERGE(merge_i64_f32, int64_t, float)
+DEF_TYPED_MERGE(merge_i32_f64, int32_t, double)
+DEF_TYPED_MERGE(merge_i64_f64, int64_t, double)
+
+/* The typed merge for lay, or 0: which of the four (1 to 4). */
+static int typed_kind(const hvds_sparse_layout_t* lay) {
+  if (lay->row != 1 || (lay->dtype != HVDS_FLOAT32 && lay->dtype != HVDS_FLOAT64)) return 0;
+  return (lay->index_dtype == HVDS_INT32 ? 1 : 2) + (lay->dtype == HVDS_FLOAT64 ? 2 : 0);
+}
+
+static size_t typed_union(int kind, const hvds_sstream_t* a, const hvds_sstream_t* b) {
+  if (kind == 1 || kind == 3)
+    return union_i32((const int32_t*)a->base, a->n, (const int32_t*)b->base, b->n);
+  return union_i64((const int64_t*)a->base, a->n, (const int64_t*)b->base, b->n);
+}
+
+/* Merges into out's indices and the values at ov; returns the union's size. */
+static size_t typed_merge(int kind, const hvds_sparse_layout_t* lay, const hvds_sstream_t* a,
+                          const hvds_sstream_t* b, void* oi, void* ov) {
+  const void *av = hvds__sstream_val(lay, a), *bv = hvds__sstream_val(lay, b);
+  switch (kind) {
+    case 1:
+      return merge_i32_f32((const int32_t*)a->base, av, a->n, (const int32_t*)b->base, bv, b->n, oi, ov);
+    case 2:
+      return merge_i64_f32((const int64_t*)a->base, av, a->n, (const int64_t*)b->base, bv, b->n, oi, ov);
+    case 3:
+      return merge_i32_f64((const int32_t*)a->base, av, a->n, (const int32_t*)b->base, bv, b->n, oi, ov);
+    default:
+      return merge_i64_f64((const int64_t*)a->base, av, a->n, (const int64_t*)b->base, bv, b->n, oi, ov);
+  }
+}
+
+/* A sparse result of at most na + nb entries without counting the union first: laid out for
+ * na + nb, merged, then the values moved down to follow the union's indices. */
+static hvds_result_t typed_merge_sparse(int kind, const hvds_sparse_layout_t* lay,
+                                        const hvds_sstream_t* a, const hvds_sstream_t* b,
+                                        hvds_sstream_t* out) {
+  size_t most = a->n + b->n, vb = hvds__dtype_bytes(lay->dtype);
+  if (hvds__sstream_alloc(lay, a->lo, a->len, most, 0, out) != HVDS_SUCCESS)
+    return HVDS_SYSTEM_ERROR;
+  char* wide = hvds__sstream_val(lay, out);
+  size_t u = typed_merge(kind, lay, a, b, out->base, wide);
+  out->n = u;
+  memmove(hvds__sstream_val(lay, out), wide, u * vb);
+  hvds__sstream_zero_padding(lay, out->base, u, 0);
+  return HVDS_SUCCESS;
+}
+
 /* Two-pointer merge of sparse a and b. With oidx the union goes to (oidx, oval) entry by entry;
  * without, each row lands at oval + (index - lo) rows of a zero-filled dense range. */
 static void two_pointer(const hvds_sparse_layout_t* lay, const hvds_sstream_t* a,
@@ -72,11 +164,19 @@ hvds_result_t hvds__sstream_merge(const hvds_sparse_layout_t* lay, const hvds_ss
                                   const hvds_sstream_t* b, int ranged, hvds_sstream_t* out) {
   *out = (hvds_sstream_t){a->lo, a->len, 0, 0, NULL, NULL};
   if (a->dense || b->dense) return merge_dense(lay, a, b, out);
-  size_t u = union_count(lay, a, b);
+  int kind = typed_kind(lay);
+  // The union is between max(|a|, |b|) and |a| + |b|: sparse even at the most, no count needed
+  if (kind && a->n + b->n > 0 && !(ranged && hvds__sparse_dense_rule(lay, a->n + b->n, a->len)))
+    return typed_merge_sparse(kind, lay, a, b, out);
+  size_t u = kind ? typed_union(kind, a, b) : union_count(lay, a, b);
   int dense = ranged && hvds__sparse_dense_rule(lay, u, a->len);
   if (hvds__sstream_alloc(lay, a->lo, a->len, dense ? a->len : u, dense, out) != HVDS_SUCCESS)
     return HVDS_SYSTEM_ERROR;
   if (out->n == 0) return HVDS_SUCCESS;
+  if (kind && !dense) {
+    typed_merge(kind, lay, a, b, out->base, hvds__sstream_val(lay, out));
+    return HVDS_SUCCESS;
+  }
   char* ov = hvds__sstream_val(lay, out);
   if (dense) memset(ov, 0, a->len * hvds__sparse_row_bytes(lay));
   two_pointer(lay, a, b, dense ? NULL : out->base, ov, a->lo);
