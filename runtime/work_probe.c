@@ -65,17 +65,24 @@ static double time_hash(void) {
 
 hvds_result_t hvds__work_probe(hvds_p2p_t* world, double* gamma, double* hash) {
   double v[2] = {0, 0};
-  if (hvds__param_int(HVDS_PARAM_SPARSE_LOCAL_WORK) != 0) {
+  hvds_coll_opts_t o = {TAG_WORK_PROBE, HVDS_ALGO_AUTO, 0, 0};
+  int on = hvds__param_int(HVDS_PARAM_SPARSE_LOCAL_WORK) != 0;
+  if (world->size > 1 && on) {  // start together, so that every rank's runs overlap the others'
+    hvds_result_t rc = hvds__allreduce(world, v, 1, HVDS_FLOAT64, HVDS_MAX, &o);
+    if (rc != HVDS_SUCCESS) return rc;
+  }
+  if (on) {
     uint64_t* key = malloc(3 * PROBE_N * sizeof(uint64_t));
     if (key != NULL) {
       v[0] = time_sort(key, key + PROBE_N, key + 2 * PROBE_N);
       v[1] = time_hash();
     }
-    free(key);  // out of memory: local work left out
+    free(key);  // out of memory: this rank's figures are left out
   }
   if (world->size > 1) {
-    hvds_coll_opts_t o = {TAG_WORK_PROBE, HVDS_ALGO_AUTO, 0, 0};
-    hvds_result_t rc = hvds__broadcast(world, v, sizeof v, 0, &o);
+    // The slowest rank's figures: a collective waits for it, and every rank prices alike.
+    o.tag = TAG_WORK_PROBE + 1;
+    hvds_result_t rc = hvds__allreduce(world, v, 2, HVDS_FLOAT64, HVDS_MAX, &o);
     if (rc != HVDS_SUCCESS) return rc;
   }
   *gamma = v[0];

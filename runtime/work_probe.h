@@ -1,6 +1,7 @@
 /* The speed of the sparse algorithms' local work, for the cost model (ops/sparse/cost_model.h):
  * measured once at init on every rank at the same time, so that cores shared by several ranks
- * show in it, and rank 0's figures are taken everywhere (every rank must price alike). */
+ * show in it; the slowest rank's figures are taken everywhere (a collective waits for that rank,
+ * and every rank must price alike). */
 #ifndef HVDS_WORK_PROBE_H_
 #define HVDS_WORK_PROBE_H_
 

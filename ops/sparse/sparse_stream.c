@@ -192,7 +192,9 @@ double hvds__sparse_sort_steps(double n, double max_key, int unique) {
 
 double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted) {
   double rows = n * rb / 16;  // a step per 16 bytes of values copied or summed
-  return sorted ? n + rows : 3 * n + 2 * n * radix_passes(max_key) + rows;
+  int bits = 0;  // the packed sort's passes (sort_and_sum), digits of up to 12 bits
+  for (double m = max_key; m >= 1 && bits < 64; m /= 2) bits++;
+  return sorted ? n + rows : 4 * n + 2 * n * ((bits + 11) / 12) + rows;
 }
 
 /* Set bits of a 64-bit word, branch-free (the builtin calls a library routine unless the
@@ -281,19 +283,81 @@ static hvds_result_t copy_sorted(const hvds_sparse_layout_t* lay, const void* in
   return HVDS_SUCCESS;
 }
 
-/* Unsorted or duplicated input: sort (index, position) pairs, then sum each run of equal indices
- * in input order. */
+/* ---- Normalizing unsorted input ---- */
+
+/* Bits of keys up to max_key. */
+static int key_bits(uint64_t max_key) {
+  int b = 0;
+  while (b < 64 && (max_key >> b) != 0) b++;
+  return b;
+}
+
+/* Passes of the packed sort: digits of at most 12 bits (a 32 KiB histogram). */
+static int packed_passes(int bits) { return (bits + 11) / 12; }
+
+/* Stable LSD radix sort of n words by their bits [32, 32 + bits): an index above a 32-bit
+ * position, so one 8-byte word moves per entry and equal indices keep input order. tmp holds n
+ * words; the sorted words end in a. */
+static hvds_result_t sort_packed(uint64_t* a, uint64_t* tmp, size_t n, int bits) {
+  int passes = packed_passes(bits);
+  if (passes == 0) return HVDS_SUCCESS;
+  int digit = (bits + passes - 1) / passes;
+  size_t* count = malloc(((size_t)1 << digit) * sizeof(size_t));
+  if (count == NULL) return HVDS_SYSTEM_ERROR;
+  uint64_t mask = ((uint64_t)1 << digit) - 1, *src = a, *dst = tmp;
+  for (int p = 0; p < passes; p++) {
+    int shift = 32 + p * digit;
+    memset(count, 0, ((size_t)1 << digit) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & mask]++;
+    size_t at = 0;
+    for (size_t d = 0; d <= mask; d++) {
+      size_t c = count[d];
+      count[d] = at;
+      at += c;
+    }
+    for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & mask]++] = src[i];
+    uint64_t* t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, n * sizeof(uint64_t));
+  free(count);
+  return HVDS_SUCCESS;
+}
+
+/* The input's entries in index order, each key = index << 32 | position; 0 when the packing does
+ * not fit (an index or a position past 32 bits), so the caller takes the pair sort. */
+static int sort_keys(const hvds_sparse_layout_t* lay, const void* indices, size_t nnz,
+                     uint64_t* key, uint64_t* tmp, hvds_result_t* rc) {
+  if (nnz > UINT32_MAX || lay->dim > (size_t)UINT32_MAX + 1) return 0;
+  for (size_t i = 0; i < nnz; i++)
+    key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i) << 32 | (uint64_t)i;
+  *rc = sort_packed(key, tmp, nnz, key_bits(lay->dim - 1));
+  return 1;
+}
+
+/* Unsorted or duplicated input: sort the entries by index (stable), then sum each run of equal
+ * indices in input order. */
 static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* indices,
                                   const char* values, size_t nnz, hvds_sstream_t* out) {
   size_t rb = hvds__sparse_row_bytes(lay);
   uint64_t* key = malloc(2 * nnz * sizeof(uint64_t));
   if (key == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* pos = key + nnz;
-  for (size_t i = 0; i < nnz; i++) {
-    key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i);
-    pos[i] = i;
+  hvds_result_t rc = HVDS_SUCCESS;
+  int packed = sort_keys(lay, indices, nnz, key, pos, &rc);
+  if (packed) {
+    for (size_t i = 0; i < nnz; i++) {  // unpack in place: key = index, pos = position
+      pos[i] = key[i] & UINT32_MAX;
+      key[i] >>= 32;
+    }
+  } else {
+    for (size_t i = 0; i < nnz; i++) {
+      key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i);
+      pos[i] = i;
+    }
+    rc = hvds__sparse_sort_pairs(key, pos, nnz, lay->dim - 1);
   }
-  hvds_result_t rc = hvds__sparse_sort_pairs(key, pos, nnz, lay->dim - 1);
   size_t u = 0;
   for (size_t i = 0; i < nnz; i++) u += i == 0 || key[i] != key[i - 1];
   int dense = hvds__sparse_dense_rule(lay, u, lay->dim);

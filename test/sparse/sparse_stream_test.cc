@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <vector>
@@ -422,4 +423,46 @@ TEST(SparseStream, TypedCooMergesMatchReference) {
       }
     }
   }
+}
+
+// Unsorted input through the packed sort (indices and positions in 32 bits; one to three 12-bit
+// passes) and through the pair sort (an index range past 2^32): sorted, summed in input order
+// (1e8 + 1 - 1e8 is 0 in float32 that way, 1 another way), against a reference.
+TEST(SparseStream, UnsortedInputAtEveryKeyWidth) {
+  std::mt19937_64 rng(23);
+  for (uint64_t dim : {uint64_t{5}, uint64_t{4096}, uint64_t{1} << 24, uint64_t{1} << 40}) {
+    auto lay = coo(dim, HVDS_FLOAT32, dim > (uint64_t{1} << 31) ? HVDS_INT64 : HVDS_INT32);
+    std::vector<int64_t> idx;
+    std::vector<float> val;
+    int64_t hot = static_cast<int64_t>(dim - 1);
+    for (float v : {1e8f, 1.0f, -1e8f}) {  // the same index three times, first
+      idx.push_back(hot);
+      val.push_back(v);
+    }
+    std::map<int64_t, float> want;
+    want[hot] = (1e8f + 1.0f) + -1e8f;
+    for (int i = 0; i < 3000; i++) {
+      int64_t x = static_cast<int64_t>(rng() % (dim - 1));
+      float v = static_cast<float>(static_cast<int>(rng() % 201) - 100);
+      idx.push_back(x);
+      val.push_back(v);
+      want[x] += v;
+    }
+    hvds_sstream_t s = make(lay, idx, val);
+    if (s.dense) {
+      std::vector<float> d = densify(lay, s);
+      for (auto& [x, v] : want) EXPECT_EQ(d[x], v) << "dim " << dim << " index " << x;
+    } else {
+      ASSERT_EQ(s.n, want.size()) << "dim " << dim;
+      const float* v = reinterpret_cast<const float*>(hvds__sstream_val(&lay, &s));
+      size_t e = 0;
+      for (auto& [x, w] : want) {
+        EXPECT_EQ(hvds__sstream_index(&lay, &s, e), x) << "dim " << dim;
+        EXPECT_EQ(v[e], w) << "dim " << dim << " index " << x;
+        e++;
+      }
+    }
+    hvds__sstream_free(&s);
+  }
+  EXPECT_EQ((1e8f + 1.0f) + -1e8f, 0.0f);  // the input order's sum differs from the exact one
 }
