@@ -38,7 +38,7 @@ hvds_result_t hvds__sparse_run_allgather(hvds_sparse_ctx_t* c, hvds_sstream_t* i
     if (j < r) mine += bytes[j];
     total += bytes[j];
   }
-  buf = malloc(total > 0 ? total : 1);
+  buf = hvds__sparse_buf_alloc(total);
   if (buf == NULL) goto nomem;
   if (bytes[r] > 0) memcpy(buf + mine, in->base, bytes[r]);
   rc = hvds__allgatherv(c->p, buf, bytes, &c->coll);
@@ -59,6 +59,6 @@ nomem:
 done:
   free(bytes);
   free(parts);
-  free(buf);
+  hvds__sparse_buf_free(buf);
   return rc;
 }

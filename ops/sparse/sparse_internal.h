@@ -6,6 +6,7 @@
 
 #include "collectives.h"
 #include "sparse_allreduce.h"
+#include "sparse_pool.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "sparse_pool.h"
 #include "sparse_stream.h"
 
 /* Size of the union of two sparse streams' index sets. */
@@ -242,7 +243,7 @@ hvds_result_t hvds__sstream_split(const hvds_sparse_layout_t* lay, const hvds_ss
     off[j] = total;
     total += bytes[j];
   }
-  *buf = malloc(total > 0 ? total : 1);
+  *buf = hvds__sparse_buf_alloc(total);
   if (*buf == NULL) {
     free(edge);
     return HVDS_SYSTEM_ERROR;

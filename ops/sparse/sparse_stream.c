@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "sparse_pool.h"
 
 hvds_result_t hvds__sparse_layout_check(const hvds_sparse_layout_t* lay, char* err, size_t errlen) {
   size_t vsz = hvds__dtype_bytes(lay->dtype);
@@ -102,7 +103,7 @@ hvds_result_t hvds__sstream_alloc(const hvds_sparse_layout_t* lay, size_t lo, si
   *out = (hvds_sstream_t){lo, len, n, dense, NULL, NULL};
   size_t bytes = hvds__sstream_bytes(lay, n, dense);
   if (bytes == 0) return HVDS_SUCCESS;
-  char* mem = malloc(bytes);
+  char* mem = hvds__sparse_buf_alloc(bytes);
   if (mem == NULL) return HVDS_SYSTEM_ERROR;
   out->base = out->owned = mem;
   hvds__sstream_zero_padding(lay, mem, n, dense);
@@ -121,7 +122,7 @@ void hvds__sstream_view(const hvds_sparse_layout_t* lay, char* base, size_t lo, 
 }
 
 void hvds__sstream_free(hvds_sstream_t* s) {
-  free(s->owned);
+  hvds__sparse_buf_free(s->owned);
   *s = (hvds_sstream_t){s->lo, s->len, 0, 0, NULL, NULL};
 }
 
@@ -341,7 +342,7 @@ static int sort_keys(const hvds_sparse_layout_t* lay, const void* indices, size_
 static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* indices,
                                   const char* values, size_t nnz, hvds_sstream_t* out) {
   size_t rb = hvds__sparse_row_bytes(lay);
-  uint64_t* key = malloc(2 * nnz * sizeof(uint64_t));
+  uint64_t* key = hvds__sparse_buf_alloc(2 * nnz * sizeof(uint64_t));
   if (key == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* pos = key + nnz;
   hvds_result_t rc = HVDS_SUCCESS;
@@ -364,7 +365,7 @@ static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* i
   if (rc == HVDS_SUCCESS)
     rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : u, dense, out);
   if (rc != HVDS_SUCCESS) {
-    free(key);
+    hvds__sparse_buf_free(key);
     return HVDS_SYSTEM_ERROR;
   }
   char* val = hvds__sstream_val(lay, out);
@@ -380,7 +381,7 @@ static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* i
     else
       hvds__sparse_row_add(lay, val + at * rb, values + pos[i] * rb);
   }
-  free(key);
+  hvds__sparse_buf_free(key);
   return HVDS_SUCCESS;
 }
 

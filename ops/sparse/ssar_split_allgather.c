@@ -48,9 +48,9 @@ static void sag_free(sag_t* x) {
   free(x->soff);
   free(x->scount);
   free(x->parts);
-  free(x->sbuf);
-  free(x->rbuf);
-  free(x->gbuf);
+  hvds__sparse_buf_free(x->sbuf);
+  hvds__sparse_buf_free(x->rbuf);
+  hvds__sparse_buf_free(x->gbuf);
 }
 
 static int sag_init(sag_t* x, hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f) {
@@ -90,7 +90,7 @@ static hvds_result_t split_reduce(sag_t* x, const hvds_sstream_t* acc, hvds_sstr
     x->rbytes[j] = hvds__sstream_bytes(lay, x->rcount[j], part_dense(x, x->v, x->rcount[j]));
     total += x->rbytes[j];
   }
-  x->rbuf = malloc(total > 0 ? total : 1);
+  x->rbuf = hvds__sparse_buf_alloc(total);
   if (x->rbuf == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
   rc = hvds__sparse_alltoallv(x->c, x->map, x->m, x->v, x->sbuf, x->soff, x->sbytes, x->rbuf,
                               x->roff, x->rbytes);
@@ -114,7 +114,7 @@ static hvds_result_t gather(sag_t* x, const hvds_sstream_t* red) {
   for (int j = 0; j < x->m; j++)
     x->goff[j + 1] =
         x->goff[j] + hvds__sstream_bytes(lay, x->gcount[j], part_dense(x, j, x->gcount[j]));
-  x->gbuf = malloc(x->goff[x->m] > 0 ? x->goff[x->m] : 1);
+  x->gbuf = hvds__sparse_buf_alloc(x->goff[x->m]);
   if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
   size_t mine = x->goff[x->v + 1] - x->goff[x->v];
   if (mine > 0) memcpy(x->gbuf + x->goff[x->v], red->base, mine);

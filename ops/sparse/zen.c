@@ -79,7 +79,7 @@ static hvds_result_t partition(zen_t* x, const hvds_sstream_t* in) {
     x->sbytes[j] = hvds__sstream_bytes(lay, x->scount[j], 0);
     total += x->sbytes[j];
   }
-  x->sbuf = malloc(total > 0 ? total : 1);
+  x->sbuf = hvds__sparse_buf_alloc(total);
   if (x->sbuf == NULL) {
     free(owner);
     return HVDS_SYSTEM_ERROR;
@@ -110,7 +110,7 @@ static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
     x->rbytes[j] = hvds__sstream_bytes(lay, x->rcount[j], 0);
     total += x->rbytes[j];
   }
-  x->rbuf = malloc(total > 0 ? total : 1);
+  x->rbuf = hvds__sparse_buf_alloc(total);
   if (x->rbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
   rc = hvds__sparse_alltoallv(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->sbytes, x->rbuf, x->roff,
                               x->rbytes);
@@ -159,7 +159,7 @@ static hvds_result_t pull(zen_t* x, double push_imbalance) {
                                     : hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
     x->goff[j + 1] = x->goff[j] + x->gbytes[j];
   }
-  x->gbuf = malloc(x->goff[x->P] > 0 ? x->goff[x->P] : 1);
+  x->gbuf = hvds__sparse_buf_alloc(x->goff[x->P]);
   if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
   char* dst = x->gbuf + x->goff[x->r];
   if (use_bitmap(x, x->r)) {
@@ -297,8 +297,8 @@ hvds_result_t hvds__sparse_run_zen(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvd
   free(x.soff);
   free(x.scount);
   free(x.parts);
-  free(x.sbuf);
-  free(x.rbuf);
-  free(x.gbuf);
+  hvds__sparse_buf_free(x.sbuf);
+  hvds__sparse_buf_free(x.rbuf);
+  hvds__sparse_buf_free(x.gbuf);
   return rc;
 }
