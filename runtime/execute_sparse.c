@@ -403,8 +403,8 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
 
 /* ---- sparse_detect ---- */
 
-/* Rows of the dense input with a bit set (-0.0 counts: it is sent, the sum stays right). */
-/* Non-zero rows, and how unevenly they fall into the set's equal index ranges (the measure of
+/* Rows of the dense input with a bit set (-0.0 counts: it is sent, the sum stays right), and how
+ * unevenly they fall into the set's equal index ranges (the measure of
  * hvds__sstream_range_imbalance: 1 even, or when the rows would travel densely). */
 static size_t count_rows(const job_t* j, double* imbalance) {
   const char* data = j->e->input.data;

@@ -90,15 +90,16 @@ static size_t typed_union(int kind, const hvds_sstream_t* a, const hvds_sstream_
 static size_t typed_merge(int kind, const hvds_sparse_layout_t* lay, const hvds_sstream_t* a,
                           const hvds_sstream_t* b, void* oi, void* ov) {
   const void *av = hvds__sstream_val(lay, a), *bv = hvds__sstream_val(lay, b);
+  const void *ai = a->base, *bi = b->base;
   switch (kind) {
     case 1:
-      return merge_i32_f32((const int32_t*)a->base, av, a->n, (const int32_t*)b->base, bv, b->n, oi, ov);
+      return merge_i32_f32(ai, av, a->n, bi, bv, b->n, oi, ov);
     case 2:
-      return merge_i64_f32((const int64_t*)a->base, av, a->n, (const int64_t*)b->base, bv, b->n, oi, ov);
+      return merge_i64_f32(ai, av, a->n, bi, bv, b->n, oi, ov);
     case 3:
-      return merge_i32_f64((const int32_t*)a->base, av, a->n, (const int32_t*)b->base, bv, b->n, oi, ov);
+      return merge_i32_f64(ai, av, a->n, bi, bv, b->n, oi, ov);
     default:
-      return merge_i64_f64((const int64_t*)a->base, av, a->n, (const int64_t*)b->base, bv, b->n, oi, ov);
+      return merge_i64_f64(ai, av, a->n, bi, bv, b->n, oi, ov);
   }
 }
 

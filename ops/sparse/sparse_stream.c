@@ -191,11 +191,20 @@ double hvds__sparse_sort_steps(double n, double max_key, int unique) {
   return rank < radix ? rank : radix;
 }
 
+/* Bits of keys up to max_key. */
+static int key_bits(uint64_t max_key) {
+  int b = 0;
+  while (b < 64 && (max_key >> b) != 0) b++;
+  return b;
+}
+
+/* Passes of the packed sort: digits of at most 12 bits (a 32 KiB histogram). */
+static int packed_passes(int bits) { return (bits + 11) / 12; }
+
 double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted) {
   double rows = n * rb / 16;  // a step per 16 bytes of values copied or summed
-  int bits = 0;  // the packed sort's passes (sort_and_sum), digits of up to 12 bits
-  for (double m = max_key; m >= 1 && bits < 64; m /= 2) bits++;
-  return sorted ? n + rows : 4 * n + 2 * n * ((bits + 11) / 12) + rows;
+  int passes = packed_passes(key_bits((uint64_t)max_key));  // sort_and_sum's
+  return sorted ? n + rows : 4 * n + 2 * n * passes + rows;
 }
 
 /* Set bits of a 64-bit word, branch-free (the builtin calls a library routine unless the
@@ -238,7 +247,8 @@ hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key
   }
   size_t t = 0;  // the marks, in order, are the sorted keys
   for (size_t w = 0; w < words; w++)
-    for (uint64_t b = bits[w]; b != 0; b &= b - 1) key[t++] = (w << 6) + (uint64_t)__builtin_ctzll(b);
+    for (uint64_t b = bits[w]; b != 0; b &= b - 1)
+      key[t++] = (w << 6) + (uint64_t)__builtin_ctzll(b);
   free(bits);
   return HVDS_SUCCESS;
 }
@@ -286,16 +296,6 @@ static hvds_result_t copy_sorted(const hvds_sparse_layout_t* lay, const void* in
 
 /* ---- Normalizing unsorted input ---- */
 
-/* Bits of keys up to max_key. */
-static int key_bits(uint64_t max_key) {
-  int b = 0;
-  while (b < 64 && (max_key >> b) != 0) b++;
-  return b;
-}
-
-/* Passes of the packed sort: digits of at most 12 bits (a 32 KiB histogram). */
-static int packed_passes(int bits) { return (bits + 11) / 12; }
-
 /* Stable LSD radix sort of n words by their bits [32, 32 + bits): an index above a 32-bit
  * position, so one 8-byte word moves per entry and equal indices keep input order. tmp holds n
  * words; the sorted words end in a. */
@@ -326,15 +326,9 @@ static hvds_result_t sort_packed(uint64_t* a, uint64_t* tmp, size_t n, int bits)
   return HVDS_SUCCESS;
 }
 
-/* The input's entries in index order, each key = index << 32 | position; 0 when the packing does
- * not fit (an index or a position past 32 bits), so the caller takes the pair sort. */
-static int sort_keys(const hvds_sparse_layout_t* lay, const void* indices, size_t nnz,
-                     uint64_t* key, uint64_t* tmp, hvds_result_t* rc) {
-  if (nnz > UINT32_MAX || lay->dim > (size_t)UINT32_MAX + 1) return 0;
-  for (size_t i = 0; i < nnz; i++)
-    key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i) << 32 | (uint64_t)i;
-  *rc = sort_packed(key, tmp, nnz, key_bits(lay->dim - 1));
-  return 1;
+/* Whether index << 32 | position packs every entry into one word. */
+static int packable(const hvds_sparse_layout_t* lay, size_t nnz) {
+  return nnz <= UINT32_MAX && lay->dim <= (size_t)UINT32_MAX + 1;
 }
 
 /* Unsorted or duplicated input: sort the entries by index (stable), then sum each run of equal
@@ -345,9 +339,11 @@ static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* i
   uint64_t* key = hvds__sparse_buf_alloc(2 * nnz * sizeof(uint64_t));
   if (key == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* pos = key + nnz;
-  hvds_result_t rc = HVDS_SUCCESS;
-  int packed = sort_keys(lay, indices, nnz, key, pos, &rc);
-  if (packed) {
+  hvds_result_t rc;
+  if (packable(lay, nnz)) {
+    for (size_t i = 0; i < nnz; i++)
+      key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i) << 32 | (uint64_t)i;
+    rc = sort_packed(key, pos, nnz, key_bits(lay->dim - 1));
     for (size_t i = 0; i < nnz; i++) {  // unpack in place: key = index, pos = position
       pos[i] = key[i] & UINT32_MAX;
       key[i] >>= 32;

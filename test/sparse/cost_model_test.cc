@@ -167,7 +167,8 @@ TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
         << a;
     EXPECT_EQ(hvds__sparse_cost(id, &y, &bytes_only), hvds__sparse_cost(id, &x, &bytes_only)) << a;
   }
-  EXPECT_EQ(hvds__sparse_select(&y, &with_work, nullptr), hvds__sparse_select(&x, &with_work, nullptr));
+  EXPECT_EQ(hvds__sparse_select(&y, &with_work, nullptr),
+            hvds__sparse_select(&x, &with_work, nullptr));
 }
 
 // Skewed indices (all of a rank's entries in one index range) cost the range-partitioned
