@@ -80,17 +80,28 @@ static void store(const double* in, size_t first, size_t m, hvds_dtype_t dtype, 
 }
 
 /* The bucket's scale: max |v| as a float32 no smaller than it, or NaN when a value is NaN or
- * infinite, or the maximum does not fit a float32. */
+ * infinite, or the maximum does not fit a float32. Four running maxima keep the loop free of a
+ * dependency on the previous value. */
 static float bucket_scale(const double* v, size_t m) {
-  double mx = 0;
-  for (size_t i = 0; i < m; i++) {
+  double mx[4] = {0, 0, 0, 0};
+  int bad = 0;  // a NaN or an infinity
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    for (int j = 0; j < 4; j++) {
+      double a = fabs(v[i + (size_t)j]);
+      bad |= !(a <= DBL_MAX);
+      mx[j] = a > mx[j] ? a : mx[j];
+    }
+  for (; i < m; i++) {
     double a = fabs(v[i]);
-    if (!(a <= mx)) mx = a;  // NaN makes mx NaN and keeps it (NaN <= x is false)
-    if (isnan(mx)) break;
+    bad |= !(a <= DBL_MAX);
+    mx[0] = a > mx[0] ? a : mx[0];
   }
-  if (!isfinite(mx) || mx > FLT_MAX) return NAN;
-  float sf = (float)mx;
-  if ((double)sf < mx) sf = nextafterf(sf, INFINITY);
+  double top = mx[0];
+  for (int j = 1; j < 4; j++) top = mx[j] > top ? mx[j] : top;
+  if (bad || top > FLT_MAX) return NAN;
+  float sf = (float)top;
+  if ((double)sf < top) sf = nextafterf(sf, INFINITY);
   return sf;
 }
 
@@ -104,9 +115,16 @@ static uint32_t level(double a, int s, double inv, uint64_t seed, uint64_t i) {
   return l > (uint32_t)s ? (uint32_t)s : l;
 }
 
-static void put_code(unsigned char* codes, size_t i, int bits, uint32_t c) {
-  size_t bit = i * (size_t)bits;
-  codes[bit / 8] |= (unsigned char)(c << (bit % 8));
+/* Packs m codes of `bits` bits (bits 2, 4 or 8) into the bytes at out, from the low bit up: m
+ * codes start on a byte boundary (buckets hold 1024 values). Whole bytes are written. */
+static void pack_codes(const uint8_t* code, size_t m, int bits, unsigned char* out) {
+  int per = 8 / bits;
+  for (size_t i = 0, b = 0; i < m; i += (size_t)per, b++) {
+    unsigned v = 0;
+    for (int j = 0; j < per && i + (size_t)j < m; j++)
+      v |= (unsigned)code[i + (size_t)j] << (j * bits);
+    out[b] = (unsigned char)v;
+  }
 }
 
 static uint32_t get_code(const unsigned char* codes, size_t i, int bits) {
@@ -123,6 +141,7 @@ hvds_result_t hvds__quant_encode(const void* src, size_t n, hvds_dtype_t dtype, 
   unsigned char* codes = (unsigned char*)dst + nb * sizeof(float);
   memset(dst, 0, hvds__quant_bytes(n, bits));
   double v[HVDS_QUANT_BUCKET];
+  uint8_t code[HVDS_QUANT_BUCKET];
   for (size_t b = 0; b < nb; b++) {
     size_t first = b * HVDS_QUANT_BUCKET;
     size_t m = n - first < HVDS_QUANT_BUCKET ? n - first : HVDS_QUANT_BUCKET;
@@ -133,8 +152,9 @@ hvds_result_t hvds__quant_encode(const void* src, size_t n, hvds_dtype_t dtype, 
     for (size_t i = 0; i < m; i++) {
       // Zero, a zero bucket and a NaN bucket all store level 0 (code s).
       uint32_t l = scale > 0 ? level(fabs(v[i]), s, inv, seed, first + i) : 0;
-      put_code(codes, first + i, bits, v[i] < 0 ? (uint32_t)s - l : (uint32_t)s + l);
+      code[i] = (uint8_t)(v[i] < 0 ? (uint32_t)s - l : (uint32_t)s + l);
     }
+    pack_codes(code, m, bits, codes + first * (size_t)bits / 8);
   }
   return HVDS_SUCCESS;
 }
@@ -145,16 +165,15 @@ hvds_result_t hvds__quant_decode(const void* src, size_t n, int bits, hvds_dtype
   if (s == 0 || !hvds__quant_dtype_ok(dtype)) return HVDS_INVALID_ARGUMENT;
   size_t nb = buckets(n);
   const unsigned char* codes = (const unsigned char*)src + nb * sizeof(float);
-  double v[HVDS_QUANT_BUCKET];
+  double v[HVDS_QUANT_BUCKET], value[256];  // value[c]: what code c decodes to in this bucket
   for (size_t b = 0; b < nb; b++) {
     size_t first = b * HVDS_QUANT_BUCKET;
     size_t m = n - first < HVDS_QUANT_BUCKET ? n - first : HVDS_QUANT_BUCKET;
     float scale;
     memcpy(&scale, (const char*)src + b * sizeof(float), sizeof scale);
-    for (size_t i = 0; i < m; i++) {
-      int l = (int)get_code(codes, first + i, bits) - s;
-      v[i] = (double)l * scale / s;  // the maximum level gives back exactly the scale
-    }
+    for (int c = 0; c <= 2 * s; c++)  // the maximum level gives back exactly the scale
+      value[c] = (double)(c - s) * scale / s;
+    for (size_t i = 0; i < m; i++) v[i] = value[get_code(codes, first + i, bits)];
     store(v, first, m, dtype, dst);
   }
   return HVDS_SUCCESS;

@@ -34,6 +34,7 @@
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
+#include "quantize.h"
 #include "reduce.h"
 #include "sparse_allreduce.h"
 #include "sparse_memory.h"
@@ -52,9 +53,9 @@ typedef struct {
   hvds_sparse_layout_t lay; /* from the response: identical on every rank */
   int32_t format;           /* HVDS_SPARSE_COO, _ROWS or HVDS_SPARSE_DETECT */
   hvds_sparse_algo_t forced;
-  int32_t quant_bits;       /* DSAR's allgather: 2, 4 or 8 bits, 0 full precision */
-  double overlap;           /* for the cost model: learned from the name's last step, -1 none;
-                               rank 0's once agreed */
+  int32_t quant_bits; /* the gather after the reduce: 2, 4 or 8 bits, 0 full precision */
+  double overlap;     /* for the cost model: learned from the name's last step, -1 none;
+                         rank 0's once agreed */
   double calib[HVDS_SPARSE_ALGO_COUNT]; /* the selector's corrections, likewise (0: none) */
   hvds_sparse_stats_t st;
   double t0, t1; /* monotonic seconds around the collective */
@@ -146,7 +147,12 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
 static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double input_steps,
                   double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
-  hvds_sparse_net_t net = {rt.net_alpha, rt.net_beta, rt.work_gamma, rt.work_hash};
+  hvds_sparse_net_t net = {.alpha = rt.net_alpha,
+                           .beta = rt.net_beta,
+                           .gamma = rt.work_gamma,
+                           .hash = rt.work_hash,
+                           .qenc = rt.work_qenc,
+                           .qdec = rt.work_qdec};
   hvds_sparse_problem_t x = {j->s->n,
                              (double)j->lay.dim,
                              (double)j->lay.row,
@@ -154,7 +160,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                              (double)hvds__sparse_idx_bytes(&j->lay),
                              (double)max_nnz,
                              j->overlap,
-                             j->quant_bits,
+                             hvds__quant_dtype_ok(j->lay.dtype) ? j->quant_bits : 0,
                              input_steps,
                              imbalance};
   double costs[HVDS_SPARSE_ALGO_COUNT];
@@ -198,9 +204,9 @@ static void report(job_t* j) {
       st->predicted_s * 1e3, st->measured_s * 1e3, c[HVDS_SPARSE_DENSE] * 1e3,
       c[HVDS_SPARSE_ALLGATHER] * 1e3, c[HVDS_SPARSE_SSAR_RD] * 1e3, c[HVDS_SPARSE_SSAR_SAG] * 1e3,
       c[HVDS_SPARSE_DSAR] * 1e3, c[HVDS_SPARSE_ZEN] * 1e3, j->calib[HVDS_SPARSE_DENSE],
-      j->calib[HVDS_SPARSE_ALLGATHER], j->calib[HVDS_SPARSE_SSAR_RD], j->calib[HVDS_SPARSE_SSAR_SAG],
-      j->calib[HVDS_SPARSE_DSAR], j->calib[HVDS_SPARSE_ZEN], st->push_imbalance,
-      st->pull_imbalance);
+      j->calib[HVDS_SPARSE_ALLGATHER], j->calib[HVDS_SPARSE_SSAR_RD],
+      j->calib[HVDS_SPARSE_SSAR_SAG], j->calib[HVDS_SPARSE_DSAR], j->calib[HVDS_SPARSE_ZEN],
+      st->push_imbalance, st->pull_imbalance);
   if (!rt.timeline) return;
   char activity[64] = "SPARSE_";
   for (size_t i = 0; st->algorithm_name[i] && i + 8 < sizeof activity; i++)
@@ -366,6 +372,8 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.net.beta = rt.net_beta;
   o.net.gamma = rt.work_gamma;
   o.net.hash = rt.work_hash;
+  o.net.qenc = rt.work_qenc;
+  o.net.qdec = rt.work_qdec;
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
   o.overlap = j->overlap;

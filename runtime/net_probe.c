@@ -10,7 +10,6 @@
  * On loopback this takes about a millisecond; over 1 Gbit/s about 40 ms (four 1 MiB sends).
  */
 #include "net_probe.h"
-#include "work_probe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "param.h"
 #include "sparse_allreduce.h"
 #include "state.h"
+#include "work_probe.h"
 
 #define rt hvds__rt
 
@@ -143,12 +143,16 @@ hvds_result_t hvds__sparse_runtime_init(void) {
   double t0 = hvds__now();
   hvds_result_t rc = hvds__net_probe(rt.world, &rt.net_alpha, &rt.net_beta);
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_agree_seed(rt.world, &rt.zen_seed);
-  if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt.world, &rt.work_gamma, &rt.work_hash);
+  hvds_work_speed_t w = {0, 0, 0, 0};
+  if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt.world, &w);
+  rt.work_gamma = w.gamma, rt.work_hash = w.hash, rt.work_qenc = w.qenc, rt.work_qdec = w.qdec;
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d: measuring the network failed: %s", rt.rank,
                            rt.world->error);
-  HVDS_DEBUG("for the sparse cost model: alpha %.2f us, %.3f GB/s, %.2f ns per entry step, "
-             "%.2f ns per hash (probes %.1f ms)", rt.net_alpha * 1e6, 1e-9 / rt.net_beta,
-             rt.work_gamma * 1e9, rt.work_hash * 1e9, (hvds__now() - t0) * 1e3);
+  HVDS_DEBUG(
+      "for the sparse cost model: alpha %.2f us, %.3f GB/s, %.2f ns per entry step, "
+      "%.2f ns per hash, %.2f / %.2f ns to quantize / decode a value (probes %.1f ms)",
+      rt.net_alpha * 1e6, 1e-9 / rt.net_beta, rt.work_gamma * 1e9, rt.work_hash * 1e9,
+      rt.work_qenc * 1e9, rt.work_qdec * 1e9, (hvds__now() - t0) * 1e3);
   return HVDS_SUCCESS;
 }

@@ -183,6 +183,7 @@ typedef struct hvds_runtime {
   double net_beta;               /* init: seconds per byte, rank 0's measurement */
   double work_gamma;             /* init: seconds per sparse entry step, rank 0's (work_probe.h) */
   double work_hash;              /* init: seconds per keyed hash, rank 0's */
+  double work_qenc, work_qdec;   /* init: seconds to quantize / decode one value */
   uint64_t zen_seed;             /* init: ZEN's hash key, rank 0's */
   int sparse_algo;               /* init: hvds_sparse_algo_t from HVDSPARSE_SPARSE_ALGORITHM */
   int sparse_detect;             /* init: HVDSPARSE_SPARSE_DETECT */

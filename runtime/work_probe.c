@@ -1,5 +1,6 @@
 /* Timing the sparse algorithms' local primitives (work_probe.h): radix sorts of 2^16
- * (key, position) pairs with 24-bit keys, and keyed hashes over a 2^24 domain. Each figure is
+ * (key, position) pairs with 24-bit keys, keyed hashes over a 2^24 domain, and the quantizer's
+ * encode and decode of 2^16 float32 values at 4 bits. Each figure is
  * the total time of back-to-back runs, some 10 ms of work at full speed, divided by the steps:
  * every rank probes at once, so where ranks share cores the runs are preempted as the
  * algorithms' own work would be, and the figure shows the share of a core a rank gets (a
@@ -11,6 +12,7 @@
 
 #include "collectives.h"
 #include "param.h"
+#include "quantize.h"
 #include "sparse_stream.h"
 #include "state.h"
 #include "zen_hash.h"
@@ -19,8 +21,9 @@
 
 #define PROBE_N ((size_t)1 << 16)
 #define PROBE_KEY_BITS 24
-#define SORT_RUNS 10 /* about 1 ms each at 2.5 ns per step */
-#define HASH_RUNS 12 /* about 0.5 ms each */
+#define SORT_RUNS 10                        /* about 1 ms each at 2.5 ns per step */
+#define HASH_RUNS 12                        /* about 0.5 ms each */
+#define QUANT_RUNS 4                        /* about 0.5 ms each to encode, less to decode */
 #define TAG_WORK_PROBE ((1ull << 39) + 24)  // after the network probe's tags (net_probe.c)
 
 static uint64_t next_random(uint64_t* s) {  // xorshift64
@@ -63,8 +66,25 @@ static double time_hash(void) {
   return t / ((double)HASH_RUNS * PROBE_N);
 }
 
-hvds_result_t hvds__work_probe(hvds_p2p_t* world, double* gamma, double* hash) {
-  double v[2] = {0, 0};
+/* Seconds per value to quantize at 4 bits (*enc) and to decode (*dec); values is 2^16 floats
+ * of scratch, code 2^16 bytes. */
+static void time_quant(float* values, char* code, double* enc, double* dec) {
+  uint64_t s = 0x243f6a8885a308d3ull;
+  for (size_t i = 0; i < PROBE_N; i++)
+    values[i] = (float)((int64_t)(next_random(&s) % 2001) - 1000);
+  double t0 = hvds__now();
+  for (int run = 0; run < QUANT_RUNS; run++)
+    hvds__quant_encode(values, PROBE_N, HVDS_FLOAT32, 4, (uint64_t)run + 1, code);
+  double t1 = hvds__now();
+  for (int run = 0; run < QUANT_RUNS; run++)
+    hvds__quant_decode(code, PROBE_N, 4, HVDS_FLOAT32, values);
+  double t2 = hvds__now();
+  *enc = (t1 - t0) / ((double)QUANT_RUNS * PROBE_N);
+  *dec = (t2 - t1) / ((double)QUANT_RUNS * PROBE_N);
+}
+
+hvds_result_t hvds__work_probe(hvds_p2p_t* world, hvds_work_speed_t* w) {
+  double v[4] = {0, 0, 0, 0};
   hvds_coll_opts_t o = {TAG_WORK_PROBE, HVDS_ALGO_AUTO, 0, 0};
   int on = hvds__param_int(HVDS_PARAM_SPARSE_LOCAL_WORK) != 0;
   if (world->size > 1 && on) {  // start together, so that every rank's runs overlap the others'
@@ -76,16 +96,16 @@ hvds_result_t hvds__work_probe(hvds_p2p_t* world, double* gamma, double* hash) {
     if (key != NULL) {
       v[0] = time_sort(key, key + PROBE_N, key + 2 * PROBE_N);
       v[1] = time_hash();
+      time_quant((float*)key, (char*)(key + PROBE_N), &v[2], &v[3]);
     }
     free(key);  // out of memory: this rank's figures are left out
   }
   if (world->size > 1) {
     // The slowest rank's figures: a collective waits for it, and every rank prices alike.
     o.tag = TAG_WORK_PROBE + 1;
-    hvds_result_t rc = hvds__allreduce(world, v, 2, HVDS_FLOAT64, HVDS_MAX, &o);
+    hvds_result_t rc = hvds__allreduce(world, v, 4, HVDS_FLOAT64, HVDS_MAX, &o);
     if (rc != HVDS_SUCCESS) return rc;
   }
-  *gamma = v[0];
-  *hash = v[1];
+  *w = (hvds_work_speed_t){v[0], v[1], v[2], v[3]};
   return HVDS_SUCCESS;
 }

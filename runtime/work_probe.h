@@ -7,8 +7,15 @@
 
 #include "p2p.h"
 
-/* *gamma: seconds per radix-sort entry step; *hash: seconds per keyed hash. Both 0 when
- * HVDSPARSE_SPARSE_LOCAL_WORK=0 (the model then prices bytes and messages only). */
-hvds_result_t hvds__work_probe(hvds_p2p_t* world, double* gamma, double* hash);
+typedef struct {
+  double gamma; /* seconds per radix-sort entry step */
+  double hash;  /* seconds per keyed hash */
+  double qenc;  /* seconds to quantize one float32 value at 4 bits */
+  double qdec;  /* seconds to decode one */
+} hvds_work_speed_t;
+
+/* Fills *w; all 0 when HVDSPARSE_SPARSE_LOCAL_WORK=0 (the model then prices bytes and messages
+ * only). */
+hvds_result_t hvds__work_probe(hvds_p2p_t* world, hvds_work_speed_t* w /* OUT */);
 
 #endif /* HVDS_WORK_PROBE_H_ */

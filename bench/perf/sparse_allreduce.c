@@ -18,6 +18,7 @@
  * what the selector takes for them. The last timed result is compared with the plain
  * dense allreduce of every rank's data ("allreduce" row, also timed).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ typedef struct {
   int dense_out;
   int iters, warmup, csv;
   double min_time; /* seconds of timed operations to aim for (--min-time); 0: exactly -n */
+  int quant_bits;  /* the gather phase's quantization width (--quant-bits); 0: none */
   uint64_t seed;
   int rank, np;
 } spx_args_t;
@@ -93,6 +95,8 @@ static void usage(FILE* f) {
       "  -d TYPE             value type (default float32)\n"
       "  --index TYPE        int32 | int64 (default int32, int64 when DIM needs it)\n"
       "  --dense-out         write results densely (default: sparse results)\n"
+      "  --quant-bits B      2 | 4 | 8: quantized values after the full-precision reduce\n"
+      "                      (split-allgather, DSAR, ZEN); results checked within the bound\n"
       "  -n ITERS, -w WARMUP timed and untimed operations per algorithm (default 20, 3)\n"
       "  --min-time S        more timed operations (up to %d) when the last warm-up was short:\n"
       "                      enough for about S seconds per algorithm (default 0: -n exactly)\n"
@@ -157,6 +161,8 @@ static int parse(int argc, char** argv, spx_args_t* a) {
       a->warmup = atoi(argv[++i]);
     } else if (!strcmp(o, "--min-time")) {
       a->min_time = atof(argv[++i]);
+    } else if (!strcmp(o, "--quant-bits")) {
+      a->quant_bits = atoi(argv[++i]);
     } else if (!strcmp(o, "--seed")) {
       a->seed = (uint64_t)atoll(argv[++i]);
     } else {
@@ -248,6 +254,7 @@ static hvds_result_t start(const spx_args_t* a, spx_data_t* d, const char* algo,
     return hvds_allreduce_async(&in, &out, &o, h);
   }
   o.sparse_algorithm = algo;
+  o.sparse_quant_bits = a->quant_bits;
   hvds_sparse_tensor_t t = {a->row > 1 ? HVDS_SPARSE_ROWS : HVDS_SPARSE_COO,
                             d->indices,
                             a->index_dtype,
@@ -260,9 +267,27 @@ static hvds_result_t start(const spx_args_t* a, spx_data_t* d, const char* algo,
   return hvds_sparse_allreduce_async(&t, a->dense_out ? &out : NULL, &o, h);
 }
 
+/* How far a value may be from the reference: 0 (exact), or with quantized values the
+ * quantizer's bound, the largest |value| over its levels per sign (ops/quantize.h). */
+static double tolerance(const spx_args_t* a, const spx_data_t* d) {
+  int levels = a->quant_bits == 2 ? 1 : a->quant_bits == 4 ? 7 : a->quant_bits == 8 ? 127 : 0;
+  if (levels == 0) return 0;
+  double largest = 0;
+  for (size_t i = 0; i < a->n * a->row; i++) {
+    double v = fabs(perf_get(d->ref, a->dtype, i));
+    if (v > largest) largest = v;
+  }
+  return largest / levels * (1 + 1e-3);
+}
+
+static int differs(double got, double want, double tol) {
+  return tol == 0 ? got != want : fabs(got - want) > tol;
+}
+
 /* Elements of the finished result h that differ from the reference (this rank). */
 static long count_wrong(const spx_args_t* a, spx_data_t* d, hvds_handle_t h, int sparse) {
   size_t total = a->n * a->row;
+  double tol = sparse ? tolerance(a, d) : 0;
   long wrong = 0;
   int64_t nnz = 0;
   const void *idx = NULL, *val = d->out;
@@ -272,7 +297,7 @@ static long count_wrong(const spx_args_t* a, spx_data_t* d, hvds_handle_t h, int
     return (long)total;
   if (is_dense) {
     for (size_t i = 0; i < total; i++)
-      wrong += perf_get(val, a->dtype, i) != perf_get(d->ref, a->dtype, i);
+      wrong += differs(perf_get(val, a->dtype, i), perf_get(d->ref, a->dtype, i), tol);
     return wrong;
   }
   size_t ref_rows = 0;  // rows of the reference with a non-zero: the union (values are > 0)
@@ -282,13 +307,14 @@ static long count_wrong(const spx_args_t* a, spx_data_t* d, hvds_handle_t h, int
         ref_rows++;
         break;
       }
-  wrong += labs((long)ref_rows - (long)nnz);
+  // Quantized values may round to zero rows or fill a range densely; no row may go missing.
+  if (tol == 0 || (long)nnz < (long)ref_rows) wrong += labs((long)ref_rows - (long)nnz);
   for (int64_t e = 0; e < nnz; e++) {
     int64_t i = a->index_dtype == HVDS_INT32 ? ((const int32_t*)idx)[e] : ((const int64_t*)idx)[e];
     for (size_t c = 0; c < a->row; c++)
       wrong += i < 0 || (size_t)i >= a->n ||
-               perf_get(val, a->dtype, (size_t)e * a->row + c) !=
-                   perf_get(d->ref, a->dtype, (size_t)i * a->row + c);
+               differs(perf_get(val, a->dtype, (size_t)e * a->row + c),
+                       perf_get(d->ref, a->dtype, (size_t)i * a->row + c), tol);
   }
   return wrong;
 }

@@ -8,15 +8,18 @@
  * implementation in the file named beside it; the preamble allreduce, common to all, is left out.
  */
 #include "cost_model.h"
-#include "sparse_stream.h"
 
 #include <float.h>
+
+#include "sparse_stream.h"
 
 typedef struct {
   int P, L, p2, rem;
   double N, rb, s, k;
-  double imb; /* index-range imbalance, in [1, P] */
-  double alpha, beta, gamma, hash;
+  double qrb, qs; /* row and entry bytes in a quantized gather phase (rb and s without one) */
+  double imb;     /* index-range imbalance, in [1, P] */
+  double alpha, beta, gamma, hash, qenc, qdec;
+  int quant; /* the gather phase is quantized */
 } terms_t;
 
 static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -30,18 +33,31 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   t.rb = x->row * x->val_bytes;
   t.s = x->idx_bytes + t.rb;
   t.k = x->nnz < x->dim ? x->nnz : x->dim;
+  // Quantized: bits per value and a float32 scale per 1024 values (ops/quantize.h).
+  t.quant = x->quant_bits == 2 || x->quant_bits == 4 || x->quant_bits == 8;
+  t.qrb = t.quant ? x->row * x->quant_bits / 8.0 + x->row / 1024.0 * 4.0 : t.rb;
+  t.qs = x->idx_bytes + t.qrb;
   t.imb = x->imbalance > 1 ? x->imbalance : 1;
   if (t.imb > t.P) t.imb = t.P;
   t.alpha = net != NULL && net->alpha > 0 ? net->alpha : HVDS_SPARSE_DEFAULT_ALPHA;
   t.beta = net != NULL && net->beta > 0 ? net->beta : HVDS_SPARSE_DEFAULT_BETA;
   t.gamma = net != NULL && net->gamma > 0 ? net->gamma : 0;
   t.hash = net != NULL && net->hash > 0 ? net->hash : 0;
+  t.qenc = net != NULL && net->qenc > 0 ? net->qenc : 0;
+  t.qdec = net != NULL && net->qdec > 0 ? net->qdec : 0;
   return t;
 }
 
 /* Bytes of a stream of n entries over len indices. */
 static double stream_bytes(const terms_t* t, double n, double len) {
   double sparse = n * t->s, dense = len * t->rb;
+  return sparse < dense ? sparse : dense;
+}
+
+/* Bytes of a reduced stream of n entries over len indices in a gather phase, where values may
+ * be quantized (and the dense switch follows the quantized sizes, hvds__sparse_qdense_rule). */
+static double gathered_bytes(const terms_t* t, double n, double len) {
+  double sparse = n * t->qs, dense = len * t->qrb;
   return sparse < dense ? sparse : dense;
 }
 
@@ -118,7 +134,7 @@ static double gather_ranges(const terms_t* t, double K, int m, double part) {
   double heavy = t->imb * K / m;
   if (heavy > K) heavy = K;
   double light = (K - heavy) / (m - 1);
-  return stream_bytes(t, heavy, part) + (m - 2) * stream_bytes(t, light, part);
+  return gathered_bytes(t, heavy, part) + (m - 2) * gathered_bytes(t, light, part);
 }
 
 /* ssar_split_allgather.c: pairwise split of the folded stream, then a recursive-doubling
@@ -133,20 +149,12 @@ static double cost_ssar_sag(const terms_t* t, const hvds_sparse_problem_t* x) {
   return fold_cost(t, x) + split + gather;
 }
 
-/* Allgather bytes of one dense range of part indices: full rows, or with quantization bits per
- * value and a 4-byte scale per 1024 values (ops/quantize.h). */
-static double gather_bytes(const terms_t* t, const hvds_sparse_problem_t* x, double part) {
-  if (x->quant_bits != 2 && x->quant_bits != 4 && x->quant_bits != 8) return part * t->rb;
-  double values = part * x->row;
-  return values * x->quant_bits / 8.0 + values / 1024.0 * 4.0;
-}
-
 /* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv (quantized when asked). */
-static double cost_dsar(const terms_t* t, const hvds_sparse_problem_t* x) {
+static double cost_dsar(const terms_t* t) {
   double part = t->N / t->P;
   double split = 2.0 * (t->P - 1) * t->alpha +
                  (t->P - 1) * stream_bytes(t, t->imb * t->k / t->P, part) * t->beta;
-  double gather = (t->P - 1) * t->alpha + (t->P - 1) * gather_bytes(t, x, part) * t->beta;
+  double gather = (t->P - 1) * t->alpha + (t->P - 1) * part * t->qrb * t->beta;
   return split + gather;
 }
 
@@ -154,7 +162,7 @@ static double cost_dsar(const terms_t* t, const hvds_sparse_problem_t* x) {
  * a hash bitmap per owner. */
 static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P;
-  double coo = per * t->s, bitmap = part / 8 + per * t->rb;
+  double coo = per * t->qs, bitmap = part / 8 + per * t->qrb;
   double push = 2.0 * (t->P - 1) * t->alpha + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
   double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * t->alpha;
   double pull = (t->P - 1) * (t->alpha + (coo < bitmap ? coo : bitmap) * t->beta);
@@ -229,9 +237,32 @@ static double hashes(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_p
   return t->k + (bitmap ? per + KP : 0);
 }
 
+/* Quantization in the gather phase: the busiest owner encodes its reduced rows, and every rank
+ * decodes every owner's (the sizes of gathered_bytes: dense ranges count all their rows). */
+static double quant_cost(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  if (!t->quant) return 0;
+  double KP = hvds__sparse_union(x, t->P), own = 0, all = 0;
+  switch (a) {
+    case HVDS_SPARSE_DSAR:
+      own = t->N / t->P, all = t->N;
+      break;
+    case HVDS_SPARSE_SSAR_SAG: {
+      double part = t->N / t->p2, heavy = t->imb * KP / t->p2;
+      own = heavy * t->qs < part * t->qrb ? heavy : part;
+      all = KP * t->qs < t->N * t->qrb ? KP : t->N;
+      break;
+    }
+    case HVDS_SPARSE_ZEN:
+      own = KP / t->P, all = KP;
+      break;
+    default:
+      return 0;
+  }
+  return x->row * (own * t->qenc + all * t->qdec);
+}
+
 static double local_cost(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
-  if (t->gamma <= 0 && t->hash <= 0) return 0;
-  return work(a, t, x) * t->gamma + hashes(a, t, x) * t->hash;
+  return work(a, t, x) * t->gamma + hashes(a, t, x) * t->hash + quant_cost(a, t, x);
 }
 
 int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -253,7 +284,7 @@ double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
     case HVDS_SPARSE_SSAR_SAG:
       return cost_ssar_sag(&t, x) + local;
     case HVDS_SPARSE_DSAR:
-      return cost_dsar(&t, x) + local;
+      return cost_dsar(&t) + local;
     case HVDS_SPARSE_ZEN:
       return cost_zen(&t, x) + local;
     default:

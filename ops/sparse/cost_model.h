@@ -39,6 +39,8 @@ typedef struct {
   double gamma; /* seconds per entry step: one entry moved by a radix-sort pass (a merge step
                    counts two, 16 bytes of values carried one more) */
   double hash;  /* seconds per keyed hash or its inverse (ZEN's permutation) */
+  double qenc;  /* seconds to quantize one value (ops/quantize.h), for quant_bits */
+  double qdec;  /* seconds to decode one quantized value */
 } hvds_sparse_net_t;
 
 /* Defaults: a 10 GbE-like link (20 us per message, 1.25 GB/s). */
@@ -54,8 +56,9 @@ typedef struct {
   double idx_bytes; /* bytes per index (4 or 8) */
   double nnz;       /* k: the largest number of unique indices on any rank */
   double overlap;   /* pairwise overlap |A n B| / k in [0, 1]; < 0: independent uniform */
-  int quant_bits;   /* DSAR's allgather quantized at 2, 4 or 8 bits per value (plus a float32
-                       scale per 1024 values); 0: full precision */
+  int quant_bits;   /* the gather phase after the full-precision reduce (DSAR's and
+                       split-allgather's allgather, ZEN's pull) quantized at 2, 4 or 8 bits per
+                       value (plus a float32 scale per 1024 values); 0: full precision */
   double input;     /* entry steps the slowest rank took to bring its input into order (the
                        scan, and the sort and summing of an unsorted one); every algorithm pays
                        them (0: left out) */

@@ -188,9 +188,9 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
 static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
   hvds_sparse_problem_t x = problem(c);
   hvds_sparse_algo_t a = o->algorithm != HVDS_SPARSE_AUTO ? o->algorithm
-                         : !sum_op(c->op)                 ? HVDS_SPARSE_DENSE
-                                                          : hvds__sparse_select_calibrated(
-                                                                &x, &o->net, c->res->calib, NULL);
+                         : !sum_op(c->op)
+                             ? HVDS_SPARSE_DENSE
+                             : hvds__sparse_select_calibrated(&x, &o->net, c->res->calib, NULL);
   if (a == HVDS_SPARSE_DENSE)
     c->coll.algorithm = hvds__sparse_dense_rhd(&x, &o->net) ? HVDS_ALGO_RHD : HVDS_ALGO_RING;
   return a;
@@ -201,7 +201,8 @@ static hvds_result_t finish(hvds_sparse_ctx_t* c, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &c->lay;
   hvds_sparse_result_t* res = c->res;
   if (hvds__sstream_own(lay, out) != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse allreduce");
-  res->union_nnz = hvds__sstream_nonzero(lay, out);  // before Average: integers may truncate to 0
+  // Before Average (integers may truncate to 0) and before quantization (values may round to 0).
+  res->union_nnz = c->union_rows >= 0 ? (size_t)c->union_rows : hvds__sstream_nonzero(lay, out);
   if (c->op == HVDS_AVERAGE && c->p->size > 1 && out->n > 0)
     hvds__scale(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, 1.0 / c->p->size);
   if (res->dense_out != NULL) {
@@ -234,7 +235,8 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
                          .coll = {o->tag, HVDS_ALGO_AUTO, o->chunk_bytes, 0},
                          .zen_seed = o->zen_seed != 0 ? o->zen_seed : DEFAULT_ZEN_SEED,
                          .res = res,
-                         .quant_bits = quant_width(p, lay, o)};
+                         .quant_bits = quant_width(p, lay, o),
+                         .union_rows = -1};
   hvds_sparse_input_check_t chk;
   hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
   hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble

@@ -54,7 +54,7 @@ typedef struct {
 /* Default options: AUTO, unknown overlap, default network and seed, no quantization, no
  * corrections. */
 #define HVDS_SPARSE_OPTS_INIT \
-  { 0, HVDS_SPARSE_AUTO, {0, 0, 0, 0}, -1.0, 0, 0, 0, {0} }
+  { 0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, {0} }
 
 typedef struct {
   /* IN */

@@ -22,8 +22,11 @@ typedef struct {
   uint64_t zen_seed;         /* rank 0's ZEN key (agreed in the preamble), never 0 */
   const uint64_t* nnz;       /* entries of every rank's input stream (agreed in the preamble) */
   hvds_sparse_result_t* res; /* algorithms may fill the imbalance fields */
-  int quant_bits;            /* DSAR's allgather width (2, 4, 8), 0: full precision; already 0
-                                for integer dtypes and a single rank */
+  int quant_bits;            /* the width of the gather phase after the full-precision reduce
+                                (DSAR's and split-allgather's allgather, ZEN's pull): 2, 4, 8;
+                                0: full precision; already 0 for integers and a single rank */
+  int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
+                                quantized gather; -1: counted from the result */
 } hvds_sparse_ctx_t;
 
 /* An algorithm: in is this rank's stream over [0, dim) (sorted, dense by the byte rule); out is

@@ -14,8 +14,14 @@
  * Steps: 2 (P2 - 1) for the split, 2 log2(P2) for the allgather, plus fold and unfold.
  * Cost: (P - 1 + L) alpha + (P - 1)/P (k + K) s beta; beats recursive doubling when supports
  * overlap and k is large.
+ * Quantized allgather (c->quant_bits 2, 4 or 8; SparCML section 4): each owner reduces its range
+ * in full precision, turns it dense when that is smaller with quantized values
+ * (hvds__sparse_qdense_rule), and packs it once with its values quantized and its indices exact
+ * (sparse_quant.h); the packed ranges are gathered and every rank, the owner included, unpacks
+ * them all. The allgather's bytes per entry drop from index + row bytes to index + about
+ * row * bits / 8.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each range is reduced
- * by one owner.
+ * by one owner (and quantized by it, with a seed every rank derives alike).
  *
  * Ranges held for P2 = 4 (ranges A B C D; * = reduced over all ranks):
  *
@@ -28,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quantize.h"
 #include "sparse_internal.h"
+#include "sparse_quant.h"
 
 typedef struct {
   hvds_sparse_ctx_t* c;
@@ -37,6 +45,7 @@ typedef struct {
   size_t *soff, *sbytes;     /* split parts in sbuf */
   size_t *roff, *rbytes;     /* received parts of the own range in rbuf */
   size_t* goff;              /* m + 1 offsets of the reduced parts in gbuf */
+  size_t* qoff;              /* m + 1 offsets of the packed parts (quantized allgather) */
   uint64_t *scount, *rcount; /* entries per part sent / received */
   uint64_t* gcount;          /* entries of every reduced part */
   hvds_sstream_t* parts;     /* views of the received parts */
@@ -57,7 +66,7 @@ static int sag_init(sag_t* x, hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f)
   size_t m = (size_t)f->p2;
   *x = (sag_t){.c = c, .m = f->p2, .v = f->v};
   x->map = malloc(m * sizeof(int));
-  x->soff = calloc(5 * m + 1, sizeof(size_t));
+  x->soff = calloc(6 * m + 2, sizeof(size_t));
   x->scount = calloc(3 * m, sizeof(uint64_t));
   x->parts = calloc(m, sizeof(hvds_sstream_t));
   if (x->map == NULL || x->soff == NULL || x->scount == NULL || x->parts == NULL) return 0;
@@ -66,6 +75,7 @@ static int sag_init(sag_t* x, hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f)
   x->roff = x->soff + 2 * m;
   x->rbytes = x->soff + 3 * m;
   x->goff = x->soff + 4 * m;
+  x->qoff = x->soff + 5 * m + 1;
   x->rcount = x->scount + m;
   x->gcount = x->scount + 2 * m;
   return 1;
@@ -76,6 +86,18 @@ static size_t part_lo(const sag_t* x, int j) {
 }
 static size_t part_len(const sag_t* x, int j) { return part_lo(x, j + 1) - part_lo(x, j); }
 static int part_dense(const sag_t* x, int j, uint64_t n) { return n > 0 && n == part_len(x, j); }
+
+/* Replaces sparse ranged s by the dense stream of its range. */
+static hvds_result_t densify(const hvds_sparse_layout_t* lay, hvds_sstream_t* s) {
+  hvds_sstream_t d;
+  if (hvds__sstream_alloc(lay, s->lo, s->len, s->len, 1, &d) != HVDS_SUCCESS)
+    return HVDS_SYSTEM_ERROR;
+  memset(d.base, 0, s->len * hvds__sparse_row_bytes(lay));
+  hvds__sstream_add_into(lay, d.base, s);
+  hvds__sstream_free(s);
+  *s = d;
+  return HVDS_SUCCESS;
+}
 
 /* Split and reduce: this rank's range, summed over all virtual ranks, into red. */
 static hvds_result_t split_reduce(sag_t* x, const hvds_sstream_t* acc, hvds_sstream_t* red) {
@@ -99,8 +121,41 @@ static hvds_result_t split_reduce(sag_t* x, const hvds_sstream_t* acc, hvds_sstr
     hvds__sstream_view(lay, x->rbuf + x->roff[j], lo, len, x->rcount[j],
                        part_dense(x, x->v, x->rcount[j]), &x->parts[j]);
   rc = hvds__sstream_merge_many(lay, x->parts, x->m, 1, red);
+  if (rc == HVDS_SUCCESS && x->c->quant_bits != 0 && !red->dense &&
+      hvds__sparse_qdense_rule(lay, red->n, len, x->c->quant_bits))
+    rc = densify(lay, red);
   if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
   return HVDS_SUCCESS;
+}
+
+/* Head bytes of reduced part j: its indices, none when dense. */
+static size_t part_head(const sag_t* x, int j) {
+  uint64_t n = x->gcount[j];
+  return part_dense(x, j, n) ? 0 : n * hvds__sparse_idx_bytes(&x->c->lay);
+}
+
+/* The allgather of the reduced ranges, quantized: this rank packs its range, the packed ranges
+ * are gathered, and every one (this rank's too) is unpacked into gbuf at goff. */
+static hvds_result_t gather_quantized(sag_t* x, const hvds_sstream_t* red) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  int bits = x->c->quant_bits;
+  x->qoff[0] = 0;
+  for (int j = 0; j < x->m; j++)
+    x->qoff[j + 1] =
+        x->qoff[j] + hvds__sparse_qblock_bytes(lay, part_head(x, j), x->gcount[j], bits);
+  char* q = hvds__sparse_buf_alloc(x->qoff[x->m]);
+  if (q == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
+  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)x->v);
+  hvds_result_t rc = hvds__sparse_qblock_pack(lay, bits, seed, red->base, part_head(x, x->v),
+                                              red->n, q + x->qoff[x->v]);
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, q, x->qoff);
+  uint64_t nonzero = 0;
+  for (int j = 0; j < x->m && rc == HVDS_SUCCESS; j++)
+    rc = hvds__sparse_qblock_unpack(lay, bits, q + x->qoff[j], part_head(x, j), x->gcount[j],
+                                    x->gbuf + x->goff[j], &nonzero);
+  if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
+  hvds__sparse_buf_free(q);
+  return rc;
 }
 
 /* Allgather of the reduced ranges: counts, then the blocks, by recursive doubling. */
@@ -116,6 +171,7 @@ static hvds_result_t gather(sag_t* x, const hvds_sstream_t* red) {
         x->goff[j] + hvds__sstream_bytes(lay, x->gcount[j], part_dense(x, j, x->gcount[j]));
   x->gbuf = hvds__sparse_buf_alloc(x->goff[x->m]);
   if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
+  if (x->c->quant_bits != 0) return gather_quantized(x, red);
   size_t mine = x->goff[x->v + 1] - x->goff[x->v];
   if (mine > 0) memcpy(x->gbuf + x->goff[x->v], red->base, mine);
   return hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, x->gbuf, x->goff);
@@ -181,6 +237,18 @@ static hvds_result_t run_virtual(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t*
   return HVDS_SUCCESS;
 }
 
+/* With a quantized gather, the ranks that sat out take the union size counted before
+ * quantization from their partner (the result they receive has values rounded to zero). */
+static hvds_result_t unfold_union(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f) {
+  int r = c->p->rank;
+  if (c->quant_bits == 0 || r >= 2 * f->rem) return HVDS_SUCCESS;
+  uint64_t n = (uint64_t)c->union_rows;
+  if (r % 2) return hvds__p2p_send(c->p, r - 1, &n, sizeof n, c->tag);
+  hvds_result_t rc = hvds__p2p_recv(c->p, r + 1, &n, sizeof n, c->tag);
+  if (rc == HVDS_SUCCESS) c->union_rows = (int64_t)n;
+  return rc;
+}
+
 hvds_result_t hvds__sparse_run_ssar_sag(hvds_sparse_ctx_t* c, hvds_sstream_t* in,
                                         hvds_sstream_t* out) {
   hvds_sparse_fold_t f;
@@ -190,6 +258,7 @@ hvds_result_t hvds__sparse_run_ssar_sag(hvds_sparse_ctx_t* c, hvds_sstream_t* in
   hvds_result_t rc = hvds__sparse_fold(c, &f, &acc);
   if (rc == HVDS_SUCCESS && f.v >= 0) rc = run_virtual(c, &f, &acc);
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_unfold(c, &f, &acc);
+  if (rc == HVDS_SUCCESS) rc = unfold_union(c, &f);
   if (rc != HVDS_SUCCESS) {
     hvds__sstream_free(&acc);
     return rc;

@@ -15,6 +15,10 @@
  * Steps: 2 (P - 1) for the push, 2 log2 P for the count allgather, P - 1 for the pull.
  * Cost: push (P - 1)/P k s beta; pull (P - 1)/P min(K s, N/8 + K row_bytes) beta: the pull's
  * index cost is bounded by one bit per index of the tensor, whatever P and the density.
+ * Quantized pull (c->quant_bits 2, 4 or 8; SparCML section 4): each owner packs its summed
+ * partition once with its values quantized and its indices or bitmap exact (sparse_quant.h); the
+ * packed partitions are gathered and every rank, the owner included, unpacks them all before
+ * decoding. The push stays in full precision: nothing is summed while quantized.
  * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
  * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
@@ -32,7 +36,9 @@
 #include <string.h>
 
 #include "log.h"
+#include "quantize.h"
 #include "sparse_internal.h"
+#include "sparse_quant.h"
 #include "zen_hash.h"
 
 typedef struct {
@@ -41,6 +47,7 @@ typedef struct {
   int P, r;
   size_t *soff, *sbytes, *roff, *rbytes; /* push blocks */
   size_t *goff, *gbytes;                 /* pull blocks (goff has P + 1 entries) */
+  size_t *qoff, *qbytes;                 /* packed pull blocks (quantized pull) */
   uint64_t *scount, *rcount, *cursor;    /* entries per push block */
   uint64_t* gather;                      /* per rank: partition entries, push imbalance bits */
   hvds_sstream_t* parts;                 /* views of the received push blocks */
@@ -61,6 +68,12 @@ static size_t bitmap_bytes(const zen_t* x, int j) {
 }
 static int use_bitmap(const zen_t* x, int j) {
   return bitmap_bytes(x, j) < hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
+}
+
+/* Bytes of owner j's pull block before its rows: its bitmap or its indices. */
+static size_t head_bytes(const zen_t* x, int j) {
+  return use_bitmap(x, j) ? (range_len(x, j) + 7) / 8
+                          : part_entries(x, j) * hvds__sparse_idx_bytes(&x->c->lay);
 }
 
 /* Counting sort of the input's entries by owner into the push blocks. */
@@ -147,6 +160,31 @@ static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
   return HVDS_SUCCESS;
 }
 
+/* The pull's allgather, quantized: this rank packs its block of gbuf, the packed blocks are
+ * gathered, and every one (this rank's too) is unpacked into gbuf at goff. */
+static hvds_result_t gather_quantized(zen_t* x) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  int bits = x->c->quant_bits;
+  x->qoff[0] = 0;
+  for (int j = 0; j < x->P; j++) {
+    x->qbytes[j] = hvds__sparse_qblock_bytes(lay, head_bytes(x, j), part_entries(x, j), bits);
+    x->qoff[j + 1] = x->qoff[j] + x->qbytes[j];
+  }
+  char* q = hvds__sparse_buf_alloc(x->qoff[x->P]);
+  if (q == NULL) return hvds__sparse_nomem(x->c, "zen");
+  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)x->r);
+  hvds_result_t rc = hvds__sparse_qblock_pack(lay, bits, seed, x->gbuf + x->goff[x->r],
+                                              head_bytes(x, x->r), x->agg.n, q + x->qoff[x->r]);
+  if (rc == HVDS_SUCCESS) rc = hvds__allgatherv(x->c->p, q, x->qbytes, &x->c->coll);
+  uint64_t nonzero = 0;
+  for (int j = 0; j < x->P && rc == HVDS_SUCCESS; j++)
+    rc = hvds__sparse_qblock_unpack(lay, bits, q + x->qoff[j], head_bytes(x, j), part_entries(x, j),
+                                    x->gbuf + x->goff[j], &nonzero);
+  if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
+  hvds__sparse_buf_free(q);
+  return rc;
+}
+
 /* Pull, part 1: agree on the partitions' sizes and encodings, and gather them all. */
 static hvds_result_t pull(zen_t* x, double push_imbalance) {
   uint64_t mine[2] = {x->agg.n, 0};
@@ -167,15 +205,12 @@ static hvds_result_t pull(zen_t* x, double push_imbalance) {
   } else if (x->gbytes[x->r] > 0) {
     memcpy(dst, x->agg.base, x->gbytes[x->r]);
   }
+  if (x->c->quant_bits != 0) return gather_quantized(x);
   return hvds__allgatherv(x->c->p, x->gbuf, x->gbytes, &x->c->coll);
 }
 
 /* Offset in gbuf of owner j's rows (after its indices or its bitmap). */
-static size_t rows_at(const zen_t* x, int j) {
-  size_t head = use_bitmap(x, j) ? (range_len(x, j) + 7) / 8
-                                 : part_entries(x, j) * hvds__sparse_idx_bytes(&x->c->lay);
-  return x->goff[j] + hvds__pad8(head);
-}
+static size_t rows_at(const zen_t* x, int j) { return x->goff[j] + hvds__pad8(head_bytes(x, j)); }
 
 /* Lists every gathered entry's index, in gathered order (owner by owner). */
 static void collect(const zen_t* x, uint64_t* key) {
@@ -268,12 +303,13 @@ static int zen_init(zen_t* x, hvds_sparse_ctx_t* c) {
   size_t P = (size_t)c->p->size;
   *x = (zen_t){.c = c, .P = c->p->size, .r = c->p->rank};
   hvds__zen_hash_init(&x->h, c->lay.dim, c->zen_seed);
-  x->soff = calloc(6 * P + 1, sizeof(size_t));
+  x->soff = calloc(8 * P + 2, sizeof(size_t));
   x->scount = calloc(5 * P, sizeof(uint64_t));
   x->parts = calloc(P, sizeof(hvds_sstream_t));
   if (x->soff == NULL || x->scount == NULL || x->parts == NULL) return 0;
   x->sbytes = x->soff + P, x->roff = x->soff + 2 * P, x->rbytes = x->soff + 3 * P;
   x->gbytes = x->soff + 4 * P, x->goff = x->soff + 5 * P;
+  x->qbytes = x->soff + 6 * P + 1, x->qoff = x->soff + 7 * P + 1;
   x->rcount = x->scount + P, x->cursor = x->scount + 2 * P, x->gather = x->scount + 3 * P;
   return 1;
 }

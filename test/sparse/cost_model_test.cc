@@ -81,7 +81,7 @@ TEST(SparseCostModel, DenseAtHighDensitySparseAtVeryLowDensity) {
 // The digest's model table (N = 2^24, f32/u32, Aries-like: 1.5 us, 9.5 GB/s): recursive doubling
 // for small P and low density; not recursive doubling once the union fills in at P = 64.
 TEST(SparseCostModel, SparcmlRegions) {
-  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0};
+  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0, 0, 0};
   const double N = 1 << 24;
   auto x = problem(8, N, 1e-3);
   EXPECT_EQ(hvds__sparse_select(&x, &aries, nullptr), HVDS_SPARSE_SSAR_RD);
@@ -135,8 +135,8 @@ TEST(SparseCostModel, DeterministicAndReportsEveryCost) {
 // hashes, where the bytes alone pick it (P = 4, N = 2^24, 10%: ZEN's bitmap pull is the
 // byte-cheapest, as on the 1 Gbit/s cluster where it ran 1.7-2.5x slower than the best).
 TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
-  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0};
-  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9};
+  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};
+  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9, 0, 0};
   auto x = problem(4, 1 << 24, 0.1);
   for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
     auto id = (hvds_sparse_algo_t)a;
@@ -154,8 +154,8 @@ TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
 // Normalizing the inputs costs every algorithm the same steps: each prediction grows by
 // input x gamma, so the pick stays; without a measured gamma the term is left out.
 TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
-  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 2e-9, 10e-9};
-  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0};
+  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0};
+  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};
   auto x = problem(4, 1 << 24, 0.01, 0.3);
   auto y = x;
   y.input = hvds__sparse_input_steps(x.nnz, x.dim - 1, 4, 0);
@@ -175,7 +175,7 @@ TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
 // algorithms more, and them only: ZEN hashes its ranges, recursive doubling and allgather do not
 // partition. With Zipf-like skew the pick moves off split-allgather.
 TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
-  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 2e-9, 10e-9};
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0};
   auto even = problem(4, 1 << 24, 0.01, 0.5);
   auto skew = even;
   skew.imbalance = 3.5;

@@ -303,11 +303,12 @@ def test_topk_with_sparse_gradients_and_bad_combinations():
         _dist_opt(model, hvd.Compression.topk(0.1), quantize_bits=3)
 
 
-def test_quantize_bits():
+@pytest.mark.parametrize("algorithm", ["dsar_split_allgather", "ssar_split_allgather", "zen"])
+def test_quantize_bits(algorithm):
     model = _model()
     assert quant_bits_supported()
     opt = _dist_opt(model, hvd.Compression.topk(0.5), quantize_bits=4,
-                    sparse_algorithm="dsar_split_allgather")
+                    sparse_algorithm=algorithm)
     _train(model, opt, 5)
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     gathered = hvd.allgather(flat.unsqueeze(0), name="topk.quant.params")
