@@ -16,8 +16,9 @@
 typedef struct {
   int P, L, p2, rem;
   double N, rb, s, k;
-  double qrb, qs; /* row and entry bytes in a quantized gather phase (rb and s without one) */
-  double imb;     /* index-range imbalance, in [1, P] */
+  double idx; /* index bytes */
+  double qrb; /* row bytes in a gather phase: quantized, or rb */
+  double imb; /* index-range imbalance, in [1, P] */
   double alpha, beta, gamma, hash, qenc, qdec;
   int quant; /* the gather phase is quantized */
 } terms_t;
@@ -36,7 +37,7 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   // Quantized: bits per value and a float32 scale per 1024 values (ops/quantize.h).
   t.quant = x->quant_bits == 2 || x->quant_bits == 4 || x->quant_bits == 8;
   t.qrb = t.quant ? x->row * x->quant_bits / 8.0 + x->row / 1024.0 * 4.0 : t.rb;
-  t.qs = x->idx_bytes + t.qrb;
+  t.idx = x->idx_bytes;
   t.imb = x->imbalance > 1 ? x->imbalance : 1;
   if (t.imb > t.P) t.imb = t.P;
   t.alpha = net != NULL && net->alpha > 0 ? net->alpha : HVDS_SPARSE_DEFAULT_ALPHA;
@@ -54,11 +55,28 @@ static double stream_bytes(const terms_t* t, double n, double len) {
   return sparse < dense ? sparse : dense;
 }
 
-/* Bytes of a reduced stream of n entries over len indices in a gather phase, where values may
- * be quantized (and the dense switch follows the quantized sizes, hvds__sparse_qdense_rule). */
+/* Bytes of v as a LEB128 varint. */
+static double varint_bytes(double v) {
+  double b = 1;
+  for (; v >= 128; v /= 128) b++;
+  return b;
+}
+
+/* Index bytes of n entries over len indices in a gather phase: full width, or quantized (where
+ * indices travel as delta-coded gaps, sparse_quant.h) the varint of the average gap. */
+static double gathered_index(const terms_t* t, double n, double len) {
+  return t->quant ? varint_bytes(n > 0 ? len / n : len) : t->idx;
+}
+
+/* 1 when a reduced stream of n entries over len indices is gathered sparse (the dense switch
+ * follows the quantized sizes when quantized, hvds__sparse_qdense_rule). */
+static int gathered_sparse(const terms_t* t, double n, double len) {
+  return n * (gathered_index(t, n, len) + t->qrb) < len * t->qrb;
+}
+
+/* Bytes of a reduced stream of n entries over len indices in a gather phase. */
 static double gathered_bytes(const terms_t* t, double n, double len) {
-  double sparse = n * t->qs, dense = len * t->qrb;
-  return sparse < dense ? sparse : dense;
+  return gathered_sparse(t, n, len) ? n * (gathered_index(t, n, len) + t->qrb) : len * t->qrb;
 }
 
 double hvds__sparse_union(const hvds_sparse_problem_t* x, int m) {
@@ -158,14 +176,21 @@ static double cost_dsar(const terms_t* t) {
   return split + gather;
 }
 
+/* 1 when ZEN's owners pull per entries of a hashed range of part indices as a bitmap: smaller
+ * than COO's indices (delta-coded when quantized); the rows cost the same either way. */
+static int zen_bitmap(const terms_t* t, double per, double part) {
+  return part / 8 < per * gathered_index(t, per, t->N);
+}
+
 /* zen.c: COO push, a count allgather (halving-doubling), then the pull in the cheaper of COO and
  * a hash bitmap per owner. */
 static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P;
-  double coo = per * t->qs, bitmap = part / 8 + per * t->qrb;
+  double pulled = zen_bitmap(t, per, part) ? part / 8 + per * t->qrb
+                                           : per * (gathered_index(t, per, t->N) + t->qrb);
   double push = 2.0 * (t->P - 1) * t->alpha + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
   double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * t->alpha;
-  double pull = (t->P - 1) * (t->alpha + (coo < bitmap ? coo : bitmap) * t->beta);
+  double pull = (t->P - 1) * (t->alpha + pulled * t->beta);
   return push + counts + pull;
 }
 
@@ -209,7 +234,7 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       return carry(t, k) + 2 * carry(t, t->imb * k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
-      int bitmap = part / 8 + per * t->rb < per * t->s;
+      int bitmap = zen_bitmap(t, per, part);
       double encode =
           bitmap ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
       // COO partitions merge (sorted, disjoint); bitmap ones are ranked by index
@@ -233,7 +258,7 @@ static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_pro
 static double hashes(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   if (a != HVDS_SPARSE_ZEN) return 0;
   double KP = hvds__sparse_union(x, t->P), per = KP / t->P, part = t->N / t->P;
-  int bitmap = part / 8 + per * t->rb < per * t->s;
+  int bitmap = zen_bitmap(t, per, part);
   return t->k + (bitmap ? per + KP : 0);
 }
 
@@ -248,8 +273,8 @@ static double quant_cost(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       break;
     case HVDS_SPARSE_SSAR_SAG: {
       double part = t->N / t->p2, heavy = t->imb * KP / t->p2;
-      own = heavy * t->qs < part * t->qrb ? heavy : part;
-      all = KP * t->qs < t->N * t->qrb ? KP : t->N;
+      own = gathered_sparse(t, heavy, part) ? heavy : part;
+      all = gathered_sparse(t, KP / t->p2, part) ? KP : t->N;
       break;
     }
     case HVDS_SPARSE_ZEN:

@@ -12,9 +12,9 @@
  * gain over a dense allreduce is at most 2x: for results that fill in.
  * Quantized allgather (c->quant_bits 2, 4 or 8; SparCML section 4): the ranges are reduced in
  * full precision, then each owner encodes its range once (ops/quantize.h, seed from the shared
- * key, the tag and the range), the allgather moves the encoded bytes, and every rank, the owner
- * included, decodes every range into the result. Never summed while quantized; the N row_bytes
- * term shrinks to about N row (bits / 8 + 4 / 1024) bytes.
+ * key, the tag and the range) after an 8-byte count of its non-zero rows, the allgather moves
+ * the encoded bytes, and every rank, the owner included, decodes every range into the result. Never
+ * summed while quantized; the N row_bytes term shrinks to about N row (bits / 8 + 4 / 1024) bytes.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank.
  *
  * Ranges held for P = 3 (ranges A B C; * = reduced over all ranks):
@@ -64,29 +64,37 @@ static hvds_result_t exchange(hvds_sparse_ctx_t* c, const hvds_sstream_t* in, ds
 }
 
 /* The allgather of the reduced ranges, quantized: this rank encodes its range of out into its
- * block of a buffer of encoded ranges, the blocks are gathered, and every block is decoded into
- * its range of out (this rank's too, so every rank holds the same values). */
+ * block of a buffer of encoded ranges, after a count of the range's non-zero rows before
+ * quantization (for the union size the runtime learns from), the blocks are gathered, and every
+ * block is decoded into its range of out (this rank's too, so every rank holds the same
+ * values). */
 static hvds_result_t gather_quantized(hvds_sparse_ctx_t* c, dsar_t* x, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &c->lay;
   int P = c->p->size, r = c->p->rank, bits = c->quant_bits;
   size_t rb = hvds__sparse_row_bytes(lay), total = 0;
   for (int j = 0; j < P; j++) {
     x->roff[j] = total;  // roff/sbytes are free after the reduce: encoded offsets and sizes
-    x->sbytes[j] = hvds__quant_bytes(range_len(lay->dim, P, j) * lay->row, bits);
+    x->sbytes[j] = sizeof(uint64_t) + hvds__quant_bytes(range_len(lay->dim, P, j) * lay->row, bits);
     total += x->sbytes[j];
   }
   char* q = malloc(total > 0 ? total : 1);
   if (q == NULL) return hvds__sparse_nomem(c, "dsar_split_allgather");
-  size_t lo = range_lo(lay->dim, P, r);
+  size_t lo = range_lo(lay->dim, P, r), len = range_len(lay->dim, P, r);
+  uint64_t nonzero = hvds__sparse_nonzero_rows(out->base + lo * rb, len, rb);
+  memcpy(q + x->roff[r], &nonzero, sizeof nonzero);
   uint64_t seed = hvds__quant_seed(c->zen_seed, c->tag, (uint64_t)r);
-  hvds_result_t rc = hvds__quant_encode(out->base + lo * rb, range_len(lay->dim, P, r) * lay->row,
-                                        lay->dtype, bits, seed, q + x->roff[r]);
+  hvds_result_t rc = hvds__quant_encode(out->base + lo * rb, len * lay->row, lay->dtype, bits, seed,
+                                        q + x->roff[r] + sizeof nonzero);
   if (rc == HVDS_SUCCESS) rc = hvds__allgatherv(c->p, q, x->sbytes, &c->coll);
+  uint64_t rows = 0;
   for (int j = 0; j < P && rc == HVDS_SUCCESS; j++) {
+    memcpy(&nonzero, q + x->roff[j], sizeof nonzero);
+    rows += nonzero;
     size_t at = range_lo(lay->dim, P, j) * rb;
-    rc = hvds__quant_decode(q + x->roff[j], range_len(lay->dim, P, j) * lay->row, bits, lay->dtype,
-                            out->base + at);
+    rc = hvds__quant_decode(q + x->roff[j] + sizeof nonzero, range_len(lay->dim, P, j) * lay->row,
+                            bits, lay->dtype, out->base + at);
   }
+  if (rc == HVDS_SUCCESS) c->union_rows = (int64_t)rows;
   free(q);
   return rc;
 }

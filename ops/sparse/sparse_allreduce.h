@@ -40,11 +40,14 @@ typedef struct {
   uint64_t zen_seed;            /* ZEN's hash key; rank 0's is used on every rank (it travels
                                    in the preamble); 0 selects a fixed default */
   size_t chunk_bytes;           /* pipeline segment of the dense steps; 0 = default */
-  int quant_bits;               /* 2, 4 or 8: DSAR's dense allgather moves each reduced range
-                                   stochastically quantized at that width (ops/quantize.h),
+  int quant_bits;               /* 2, 4 or 8: the gather phase after the full-precision reduce
+                                   (DSAR's dense allgather, split-allgather's sparse allgather,
+                                   ZEN's pull) moves each reduced range's values stochastically
+                                   quantized at that width (ops/quantize.h; indices exact),
                                    decoded on every rank; 0: full precision. Floating-point
-                                   dtypes only (ignored for integers); every rank must pass the
-                                   same */
+                                   dtypes only (ignored for integers); dense, allgather and
+                                   recursive doubling, which sum after their exchanges, stay
+                                   exact; every rank must pass the same */
   double calib[HVDS_SPARSE_ALGO_COUNT]; /* AUTO's corrections per algorithm (measured /
                                    predicted time, <= 0 none; hvds__sparse_select_calibrated);
                                    rank 0's are used on every rank (they travel in the
@@ -53,8 +56,10 @@ typedef struct {
 
 /* Default options: AUTO, unknown overlap, default network and seed, no quantization, no
  * corrections. */
-#define HVDS_SPARSE_OPTS_INIT \
-  { 0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, {0} }
+#define HVDS_SPARSE_OPTS_INIT                                     \
+  {                                                               \
+    0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, { 0 } \
+  }
 
 typedef struct {
   /* IN */
@@ -78,9 +83,9 @@ typedef struct {
   double pull_imbalance;        /* ZEN: P * largest owner partition / union size; else 0 */
   double overlap;               /* the overlap the cost model was given: rank 0's opts */
   double calib[HVDS_SPARSE_ALGO_COUNT]; /* the corrections it was given: rank 0's opts */
-  size_t union_nnz;             /* rows of the sum (before Average) with a bit set, the same on
-                                   every rank: with Sum, the union of the ranks' supports less
-                                   the rows that summed to exactly zero */
+  size_t union_nnz; /* rows of the sum (before Average) with a bit set, the same on
+                       every rank: with Sum, the union of the ranks' supports less
+                       the rows that summed to exactly zero */
 } hvds_sparse_result_t;
 
 /* The allreduce. indices: nnz indices of lay->index_dtype, any order, duplicates allowed (their

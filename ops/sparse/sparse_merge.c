@@ -31,43 +31,43 @@ static size_t union_count(const hvds_sparse_layout_t* lay, const hvds_sstream_t*
  * merge's choice of source is a select, not a branch (the branch on which stream is ahead is
  * unpredictable for interleaved supports). Same results as two_pointer: an index in one operand
  * is copied, in both summed. */
-#define DEF_TYPED_UNION(name, IT)                                                             \
-  static size_t name(const IT* a, size_t na, const IT* b, size_t nb) {                         \
-    size_t i = 0, j = 0, u = 0;                                                               \
-    while (i < na && j < nb) {                                                                \
-      IT x = a[i], y = b[j];                                                                  \
-      i += x <= y;                                                                            \
-      j += y <= x;                                                                            \
-      u++;                                                                                    \
-    }                                                                                         \
-    return u + (na - i) + (nb - j);                                                           \
+#define DEF_TYPED_UNION(name, IT)                                      \
+  static size_t name(const IT* a, size_t na, const IT* b, size_t nb) { \
+    size_t i = 0, j = 0, u = 0;                                        \
+    while (i < na && j < nb) {                                         \
+      IT x = a[i], y = b[j];                                           \
+      i += x <= y;                                                     \
+      j += y <= x;                                                     \
+      u++;                                                             \
+    }                                                                  \
+    return u + (na - i) + (nb - j);                                    \
   }
 DEF_TYPED_UNION(union_i32, int32_t)
 DEF_TYPED_UNION(union_i64, int64_t)
 
-#define DEF_TYPED_MERGE(name, IT, VT)                                                         \
-  static size_t name(const IT* ai, const VT* av, size_t na, const IT* bi, const VT* bv,       \
-                     size_t nb, IT* oi, VT* ov) {                                             \
-    size_t i = 0, j = 0, e = 0;                                                               \
-    while (i < na && j < nb) {                                                                \
-      IT x = ai[i], y = bi[j];                                                                \
-      VT p = av[i], q = bv[j];                                                                \
-      oi[e] = x < y ? x : y;                                                                  \
-      ov[e++] = x == y ? p + q : x < y ? p : q;                                               \
-      i += x <= y;                                                                            \
-      j += y <= x;                                                                            \
-    }                                                                                         \
-    if (i < na) { /* an empty stream's pointers may be NULL */                                \
-      memcpy(oi + e, ai + i, (na - i) * sizeof(IT));                                          \
-      memcpy(ov + e, av + i, (na - i) * sizeof(VT));                                          \
-      e += na - i;                                                                            \
-    }                                                                                         \
-    if (j < nb) {                                                                             \
-      memcpy(oi + e, bi + j, (nb - j) * sizeof(IT));                                          \
-      memcpy(ov + e, bv + j, (nb - j) * sizeof(VT));                                          \
-      e += nb - j;                                                                            \
-    }                                                                                         \
-    return e;                                                                                 \
+#define DEF_TYPED_MERGE(name, IT, VT)                                                              \
+  static size_t name(const IT* ai, const VT* av, size_t na, const IT* bi, const VT* bv, size_t nb, \
+                     IT* oi, VT* ov) {                                                             \
+    size_t i = 0, j = 0, e = 0;                                                                    \
+    while (i < na && j < nb) {                                                                     \
+      IT x = ai[i], y = bi[j];                                                                     \
+      VT p = av[i], q = bv[j];                                                                     \
+      oi[e] = x < y ? x : y;                                                                       \
+      ov[e++] = x == y ? p + q : x < y ? p : q;                                                    \
+      i += x <= y;                                                                                 \
+      j += y <= x;                                                                                 \
+    }                                                                                              \
+    if (i < na) { /* an empty stream's pointers may be NULL */                                     \
+      memcpy(oi + e, ai + i, (na - i) * sizeof(IT));                                               \
+      memcpy(ov + e, av + i, (na - i) * sizeof(VT));                                               \
+      e += na - i;                                                                                 \
+    }                                                                                              \
+    if (j < nb) {                                                                                  \
+      memcpy(oi + e, bi + j, (nb - j) * sizeof(IT));                                               \
+      memcpy(ov + e, bv + j, (nb - j) * sizeof(VT));                                               \
+      e += nb - j;                                                                                 \
+    }                                                                                              \
+    return e;                                                                                      \
   }
 DEF_TYPED_MERGE(merge_i32_f32, int32_t, float)
 DEF_TYPED_MERGE(merge_i64_f32, int64_t, float)

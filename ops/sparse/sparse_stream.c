@@ -88,8 +88,8 @@ double hvds__sstream_range_imbalance(const hvds_sparse_layout_t* lay, const hvds
   if (m <= 1 || s->n == 0 || s->dense) return 1.0;
   size_t largest = 0, start = 0;
   for (int j = 0; j < m; j++) {
-    size_t end = j + 1 < m ? lower_bound(lay, s, hvds__sparse_part_lo(s->lo, s->len, m, j + 1))
-                           : s->n;
+    size_t end =
+        j + 1 < m ? lower_bound(lay, s, hvds__sparse_part_lo(s->lo, s->len, m, j + 1)) : s->n;
     if (end - start > largest) largest = end - start;
     start = end;
   }

@@ -17,9 +17,10 @@
  * Quantized allgather (c->quant_bits 2, 4 or 8; SparCML section 4): each owner reduces its range
  * in full precision, turns it dense when that is smaller with quantized values
  * (hvds__sparse_qdense_rule), and packs it once with its values quantized and its indices exact
- * (sparse_quant.h); the packed ranges are gathered and every rank, the owner included, unpacks
- * them all. The allgather's bytes per entry drop from index + row bytes to index + about
- * row * bits / 8.
+ * (sparse_quant.h: indices delta-coded, losslessly); the entry counts and packed sizes are
+ * gathered, then the packed ranges, and every rank, the owner included, unpacks them all. The
+ * allgather's bytes per entry drop from index + row bytes to about a byte or two of index gap
+ * + row * bits / 8.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each range is reduced
  * by one owner (and quantized by it, with a seed every rank derives alike).
  *
@@ -31,6 +32,7 @@
  *   gather m 1   | A*B*    | A*B*    | C*D*    | C*D*
  *   gather m 2   | A*B*C*D*| A*B*C*D*| A*B*C*D*| A*B*C*D*
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +50,7 @@ typedef struct {
   size_t* qoff;              /* m + 1 offsets of the packed parts (quantized allgather) */
   uint64_t *scount, *rcount; /* entries per part sent / received */
   uint64_t* gcount;          /* entries of every reduced part */
+  uint64_t* gsize;           /* quantized: entries and packed bytes of every reduced part */
   hvds_sstream_t* parts;     /* views of the received parts */
   char *sbuf, *rbuf, *gbuf;
 } sag_t;
@@ -67,7 +70,7 @@ static int sag_init(sag_t* x, hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f)
   *x = (sag_t){.c = c, .m = f->p2, .v = f->v};
   x->map = malloc(m * sizeof(int));
   x->soff = calloc(6 * m + 2, sizeof(size_t));
-  x->scount = calloc(3 * m, sizeof(uint64_t));
+  x->scount = calloc(5 * m, sizeof(uint64_t));
   x->parts = calloc(m, sizeof(hvds_sstream_t));
   if (x->map == NULL || x->soff == NULL || x->scount == NULL || x->parts == NULL) return 0;
   hvds__sparse_fold_map(f, x->map);
@@ -78,6 +81,7 @@ static int sag_init(sag_t* x, hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f)
   x->qoff = x->soff + 5 * m + 1;
   x->rcount = x->scount + m;
   x->gcount = x->scount + 2 * m;
+  x->gsize = x->scount + 3 * m;
   return 1;
 }
 
@@ -128,50 +132,79 @@ static hvds_result_t split_reduce(sag_t* x, const hvds_sstream_t* acc, hvds_sstr
   return HVDS_SUCCESS;
 }
 
-/* Head bytes of reduced part j: its indices, none when dense. */
-static size_t part_head(const sag_t* x, int j) {
-  uint64_t n = x->gcount[j];
-  return part_dense(x, j, n) ? 0 : n * hvds__sparse_idx_bytes(&x->c->lay);
+/* Offsets in gbuf of the reduced parts in the stream layout, from their counts. */
+static hvds_result_t gbuf_alloc(sag_t* x) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
+  x->goff[0] = 0;
+  for (int j = 0; j < x->m; j++)
+    x->goff[j + 1] =
+        x->goff[j] + hvds__sstream_bytes(lay, x->gcount[j], part_dense(x, j, x->gcount[j]));
+  x->gbuf = hvds__sparse_buf_alloc(x->goff[x->m]);
+  return x->gbuf != NULL ? HVDS_SUCCESS : hvds__sparse_nomem(x->c, "ssar_split_allgather");
 }
 
-/* The allgather of the reduced ranges, quantized: this rank packs its range, the packed ranges
- * are gathered, and every one (this rank's too) is unpacked into gbuf at goff. */
+/* Reduced part j as a block: its indices, none when dense. */
+static hvds_qblock_shape_t part_shape(const sag_t* x, int j) {
+  uint64_t n = x->gcount[j];
+  int dense = part_dense(x, j, n);
+  return (hvds_qblock_shape_t){n, dense ? 0 : n * hvds__sparse_idx_bytes(&x->c->lay), !dense};
+}
+
+/* The allgather of the reduced ranges, quantized: this rank packs its range, the ranges'
+ * entry counts and packed sizes are gathered, then the packed ranges, and every one (this
+ * rank's too) is unpacked into gbuf. */
 static hvds_result_t gather_quantized(sag_t* x, const hvds_sstream_t* red) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
-  int bits = x->c->quant_bits;
-  x->qoff[0] = 0;
-  for (int j = 0; j < x->m; j++)
-    x->qoff[j + 1] =
-        x->qoff[j] + hvds__sparse_qblock_bytes(lay, part_head(x, j), x->gcount[j], bits);
-  char* q = hvds__sparse_buf_alloc(x->qoff[x->m]);
-  if (q == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
-  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)x->v);
-  hvds_result_t rc = hvds__sparse_qblock_pack(lay, bits, seed, red->base, part_head(x, x->v),
-                                              red->n, q + x->qoff[x->v]);
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, q, x->qoff);
+  int bits = x->c->quant_bits, m = x->m, v = x->v;
+  x->gcount[v] = red->n;
+  hvds_qblock_shape_t me = part_shape(x, v);
+  char* mine = hvds__sparse_buf_alloc(hvds__sparse_qblock_bound(lay, &me, bits));
+  if (mine == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
+  size_t packed = 0;
+  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)v);
+  hvds_result_t rc = hvds__sparse_qblock_pack(lay, bits, seed, red->base, &me, mine, &packed);
+  for (int j = 0; j <= m; j++) x->qoff[j] = (size_t)j * 2 * sizeof(uint64_t);
+  x->gsize[2 * v] = red->n, x->gsize[2 * v + 1] = packed;
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__sparse_rd_allgather(x->c, x->map, m, v, (char*)x->gsize, x->qoff);
+  char* q = NULL;
+  if (rc == HVDS_SUCCESS) {
+    x->qoff[0] = 0;
+    for (int j = 0; j < m; j++) {
+      x->gcount[j] = x->gsize[2 * j];
+      x->qoff[j + 1] = x->qoff[j] + x->gsize[2 * j + 1];
+    }
+    rc = gbuf_alloc(x);
+  }
+  if (rc == HVDS_SUCCESS && (q = hvds__sparse_buf_alloc(x->qoff[m])) == NULL)
+    rc = hvds__sparse_nomem(x->c, "ssar_split_allgather");
+  if (rc == HVDS_SUCCESS) {
+    memcpy(q + x->qoff[v], mine, packed);
+    rc = hvds__sparse_rd_allgather(x->c, x->map, m, v, q, x->qoff);
+  }
   uint64_t nonzero = 0;
-  for (int j = 0; j < x->m && rc == HVDS_SUCCESS; j++)
-    rc = hvds__sparse_qblock_unpack(lay, bits, q + x->qoff[j], part_head(x, j), x->gcount[j],
+  for (int j = 0; j < m && rc == HVDS_SUCCESS; j++) {
+    hvds_qblock_shape_t sj = part_shape(x, j);
+    rc = hvds__sparse_qblock_unpack(lay, bits, q + x->qoff[j], x->qoff[j + 1] - x->qoff[j], &sj,
                                     x->gbuf + x->goff[j], &nonzero);
+    if (rc == HVDS_INTERNAL_ERROR)
+      snprintf(x->c->p->error, sizeof x->c->p->error,
+               "ssar_split_allgather: the quantized range of virtual rank %d does not decode", j);
+  }
   if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
+  hvds__sparse_buf_free(mine);
   hvds__sparse_buf_free(q);
   return rc;
 }
 
 /* Allgather of the reduced ranges: counts, then the blocks, by recursive doubling. */
 static hvds_result_t gather(sag_t* x, const hvds_sstream_t* red) {
-  const hvds_sparse_layout_t* lay = &x->c->lay;
+  if (x->c->quant_bits != 0) return gather_quantized(x, red);
   for (int j = 0; j <= x->m; j++) x->goff[j] = (size_t)j * sizeof(uint64_t);
   x->gcount[x->v] = red->n;
   hvds_result_t rc = hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, (char*)x->gcount, x->goff);
+  if (rc == HVDS_SUCCESS) rc = gbuf_alloc(x);
   if (rc != HVDS_SUCCESS) return rc;
-  x->goff[0] = 0;
-  for (int j = 0; j < x->m; j++)
-    x->goff[j + 1] =
-        x->goff[j] + hvds__sstream_bytes(lay, x->gcount[j], part_dense(x, j, x->gcount[j]));
-  x->gbuf = hvds__sparse_buf_alloc(x->goff[x->m]);
-  if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
-  if (x->c->quant_bits != 0) return gather_quantized(x, red);
   size_t mine = x->goff[x->v + 1] - x->goff[x->v];
   if (mine > 0) memcpy(x->gbuf + x->goff[x->v], red->base, mine);
   return hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, x->gbuf, x->goff);

@@ -16,11 +16,12 @@
  * Cost: push (P - 1)/P k s beta; pull (P - 1)/P min(K s, N/8 + K row_bytes) beta: the pull's
  * index cost is bounded by one bit per index of the tensor, whatever P and the density.
  * Quantized pull (c->quant_bits 2, 4 or 8; SparCML section 4): each owner packs its summed
- * partition once with its values quantized and its indices or bitmap exact (sparse_quant.h); the
- * packed partitions are gathered and every rank, the owner included, unpacks them all before
- * decoding. The push stays in full precision: nothing is summed while quantized.
- * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
- * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
+ * partition once with its values quantized and its indices (delta-coded) or bitmap exact
+ * (sparse_quant.h); the packed sizes travel with the count allgather, the packed partitions are
+ * gathered, and every rank, the owner included, unpacks them all before decoding. The bitmap is
+ * then chosen against the delta-coded indices. The push stays in full precision: nothing is summed
+ * while quantized. Imbalance (the debug log and the result): push = P * largest block / entries
+ * sent (per rank, the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
  * summed by one owner.
  *
@@ -32,6 +33,7 @@
  *   push      | H0*       | H1*       | H2*
  *   pull      | H0*H1*H2* | H0*H1*H2* | H0*H1*H2*
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +61,7 @@ static size_t range_lo(const zen_t* x, int j) {
   return hvds__sparse_part_lo(0, x->c->lay.dim, x->P, j);
 }
 static size_t range_len(const zen_t* x, int j) { return range_lo(x, j + 1) - range_lo(x, j); }
-static uint64_t part_entries(const zen_t* x, int j) { return x->gather[2 * j]; }
+static uint64_t part_entries(const zen_t* x, int j) { return x->gather[3 * j]; }
 
 /* Bytes of owner j's pull block as a bitmap and as COO; bitmap iff strictly smaller. */
 static size_t bitmap_bytes(const zen_t* x, int j) {
@@ -67,6 +69,10 @@ static size_t bitmap_bytes(const zen_t* x, int j) {
          hvds__pad8(part_entries(x, j) * hvds__sparse_row_bytes(&x->c->lay));
 }
 static int use_bitmap(const zen_t* x, int j) {
+  if (x->c->quant_bits != 0) {  // the rows cost the same; COO's head is delta-coded
+    size_t n = part_entries(x, j), gap = n > 0 ? x->c->lay.dim / n : 0;
+    return hvds__pad8((range_len(x, j) + 7) / 8) < n * hvds__sparse_varint_bytes(gap);
+  }
   return bitmap_bytes(x, j) < hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
 }
 
@@ -74,6 +80,11 @@ static int use_bitmap(const zen_t* x, int j) {
 static size_t head_bytes(const zen_t* x, int j) {
   return use_bitmap(x, j) ? (range_len(x, j) + 7) / 8
                           : part_entries(x, j) * hvds__sparse_idx_bytes(&x->c->lay);
+}
+
+/* Owner j's pull block as a packed block's shape. */
+static hvds_qblock_shape_t pull_shape(const zen_t* x, int j) {
+  return (hvds_qblock_shape_t){part_entries(x, j), head_bytes(x, j), !use_bitmap(x, j)};
 }
 
 /* Counting sort of the input's entries by owner into the push blocks. */
@@ -160,26 +171,56 @@ static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
   return HVDS_SUCCESS;
 }
 
-/* The pull's allgather, quantized: this rank packs its block of gbuf, the packed blocks are
- * gathered, and every one (this rank's too) is unpacked into gbuf at goff. */
-static hvds_result_t gather_quantized(zen_t* x) {
+/* Writes this rank's pull block (its bitmap or indices, then its rows) at dst. */
+static hvds_result_t own_block(zen_t* x, char* dst) {
+  if (use_bitmap(x, x->r)) return encode_bitmap(x, dst);
+  size_t bytes = hvds__sstream_bytes(&x->c->lay, x->agg.n, 0);
+  if (bytes > 0) memcpy(dst, x->agg.base, bytes);
+  return HVDS_SUCCESS;
+}
+
+/* Quantized pull, before the size allgather: this rank's block packed into *mine (its packed
+ * bytes in *packed); the block itself goes through buffer block. */
+static hvds_result_t pack_own(zen_t* x, char** mine, size_t* packed) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
-  int bits = x->c->quant_bits;
+  x->gather[3 * x->r] = x->agg.n;  // this rank's shape is known before the allgather
+  hvds_qblock_shape_t me = pull_shape(x, x->r);
+  size_t bytes = use_bitmap(x, x->r) ? bitmap_bytes(x, x->r) : 0;
+  char* block = bytes > 0 ? hvds__sparse_buf_alloc(bytes) : NULL;
+  *mine = hvds__sparse_buf_alloc(hvds__sparse_qblock_bound(lay, &me, x->c->quant_bits));
+  hvds_result_t rc = *mine == NULL || (bytes > 0 && block == NULL) ? HVDS_SYSTEM_ERROR
+                     : block != NULL                               ? own_block(x, block)
+                                                                   : HVDS_SUCCESS;
+  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)x->r);
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__sparse_qblock_pack(lay, x->c->quant_bits, seed, block ? block : x->agg.base, &me,
+                                  *mine, packed);
+  hvds__sparse_buf_free(block);
+  return rc == HVDS_SYSTEM_ERROR ? hvds__sparse_nomem(x->c, "zen") : rc;
+}
+
+/* The pull's allgather, quantized: the packed blocks (sizes known from the count allgather),
+ * every one (this rank's too) unpacked into gbuf at goff. */
+static hvds_result_t gather_quantized(zen_t* x, const char* mine) {
+  const hvds_sparse_layout_t* lay = &x->c->lay;
   x->qoff[0] = 0;
   for (int j = 0; j < x->P; j++) {
-    x->qbytes[j] = hvds__sparse_qblock_bytes(lay, head_bytes(x, j), part_entries(x, j), bits);
+    x->qbytes[j] = x->gather[3 * j + 2];
     x->qoff[j + 1] = x->qoff[j] + x->qbytes[j];
   }
   char* q = hvds__sparse_buf_alloc(x->qoff[x->P]);
   if (q == NULL) return hvds__sparse_nomem(x->c, "zen");
-  uint64_t seed = hvds__quant_seed(x->c->zen_seed, x->c->tag, (uint64_t)x->r);
-  hvds_result_t rc = hvds__sparse_qblock_pack(lay, bits, seed, x->gbuf + x->goff[x->r],
-                                              head_bytes(x, x->r), x->agg.n, q + x->qoff[x->r]);
-  if (rc == HVDS_SUCCESS) rc = hvds__allgatherv(x->c->p, q, x->qbytes, &x->c->coll);
+  memcpy(q + x->qoff[x->r], mine, x->qbytes[x->r]);
+  hvds_result_t rc = hvds__allgatherv(x->c->p, q, x->qbytes, &x->c->coll);
   uint64_t nonzero = 0;
-  for (int j = 0; j < x->P && rc == HVDS_SUCCESS; j++)
-    rc = hvds__sparse_qblock_unpack(lay, bits, q + x->qoff[j], head_bytes(x, j), part_entries(x, j),
+  for (int j = 0; j < x->P && rc == HVDS_SUCCESS; j++) {
+    hvds_qblock_shape_t sj = pull_shape(x, j);
+    rc = hvds__sparse_qblock_unpack(lay, x->c->quant_bits, q + x->qoff[j], x->qbytes[j], &sj,
                                     x->gbuf + x->goff[j], &nonzero);
+    if (rc == HVDS_INTERNAL_ERROR)
+      snprintf(x->c->p->error, sizeof x->c->p->error,
+               "zen: the quantized partition of rank %d does not decode", j);
+  }
   if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
   hvds__sparse_buf_free(q);
   return rc;
@@ -187,26 +228,30 @@ static hvds_result_t gather_quantized(zen_t* x) {
 
 /* Pull, part 1: agree on the partitions' sizes and encodings, and gather them all. */
 static hvds_result_t pull(zen_t* x, double push_imbalance) {
-  uint64_t mine[2] = {x->agg.n, 0};
+  uint64_t mine[3] = {x->agg.n, 0, 0};
   memcpy(&mine[1], &push_imbalance, sizeof(double));  // travels bit for bit (others add zero)
-  hvds_result_t rc = hvds__sparse_allgather_u64(x->c, mine, 2, x->gather);
-  if (rc != HVDS_SUCCESS) return rc;
+  char* packed = NULL;
+  size_t packed_bytes = 0;
+  hvds_result_t rc = x->c->quant_bits != 0 ? pack_own(x, &packed, &packed_bytes) : HVDS_SUCCESS;
+  mine[2] = packed_bytes;
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_allgather_u64(x->c, mine, 3, x->gather);
   x->goff[0] = 0;
-  for (int j = 0; j < x->P; j++) {
+  for (int j = 0; j < x->P && rc == HVDS_SUCCESS; j++) {
     x->gbytes[j] = use_bitmap(x, j) ? bitmap_bytes(x, j)
                                     : hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
     x->goff[j + 1] = x->goff[j] + x->gbytes[j];
   }
-  x->gbuf = hvds__sparse_buf_alloc(x->goff[x->P]);
-  if (x->gbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
-  char* dst = x->gbuf + x->goff[x->r];
-  if (use_bitmap(x, x->r)) {
-    if (encode_bitmap(x, dst) != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "zen");
-  } else if (x->gbytes[x->r] > 0) {
-    memcpy(dst, x->agg.base, x->gbytes[x->r]);
+  if (rc == HVDS_SUCCESS && (x->gbuf = hvds__sparse_buf_alloc(x->goff[x->P])) == NULL)
+    rc = hvds__sparse_nomem(x->c, "zen");
+  if (rc == HVDS_SUCCESS && packed != NULL) {
+    rc = gather_quantized(x, packed);
+  } else if (rc == HVDS_SUCCESS) {
+    rc = own_block(x, x->gbuf + x->goff[x->r]) == HVDS_SUCCESS ? HVDS_SUCCESS
+                                                               : hvds__sparse_nomem(x->c, "zen");
+    if (rc == HVDS_SUCCESS) rc = hvds__allgatherv(x->c->p, x->gbuf, x->gbytes, &x->c->coll);
   }
-  if (x->c->quant_bits != 0) return gather_quantized(x);
-  return hvds__allgatherv(x->c->p, x->gbuf, x->gbytes, &x->c->coll);
+  hvds__sparse_buf_free(packed);
+  return rc;
 }
 
 /* Offset in gbuf of owner j's rows (after its indices or its bitmap). */
@@ -285,7 +330,7 @@ static void report(zen_t* x, double push_imbalance) {
   double worst = 0, total = 0, largest = 0;
   for (int j = 0; j < x->P; j++) {
     double b;
-    memcpy(&b, &x->gather[2 * j + 1], sizeof b);
+    memcpy(&b, &x->gather[3 * j + 1], sizeof b);
     if (b > worst) worst = b;
     total += (double)part_entries(x, j);
     if ((double)part_entries(x, j) > largest) largest = (double)part_entries(x, j);
@@ -304,7 +349,7 @@ static int zen_init(zen_t* x, hvds_sparse_ctx_t* c) {
   *x = (zen_t){.c = c, .P = c->p->size, .r = c->p->rank};
   hvds__zen_hash_init(&x->h, c->lay.dim, c->zen_seed);
   x->soff = calloc(8 * P + 2, sizeof(size_t));
-  x->scount = calloc(5 * P, sizeof(uint64_t));
+  x->scount = calloc(6 * P, sizeof(uint64_t));
   x->parts = calloc(P, sizeof(hvds_sstream_t));
   if (x->soff == NULL || x->scount == NULL || x->parts == NULL) return 0;
   x->sbytes = x->soff + P, x->roff = x->soff + 2 * P, x->rbytes = x->soff + 3 * P;

@@ -110,9 +110,10 @@ typedef struct {
                               when the cost model says that is cheaper; 0 never; -1
                               HVDSPARSE_SPARSE_DETECT's default (off) */
   /* Version 3: */
-  int32_t sparse_quant_bits; /* sparse allreduce: 2, 4 or 8 quantizes the dense allgather of the
-                                DSAR algorithm (docs/compression.md); 0 full precision. Identical
-                                on every rank. */
+  int32_t sparse_quant_bits; /* sparse allreduce: 2, 4 or 8 quantizes the values of the gather
+                                after the full-precision reduce (DSAR, split-allgather, ZEN;
+                                docs/compression.md); 0 full precision. Identical on every
+                                rank. */
   /* Version 4: */
   int32_t ordered;         /* 1: the ordered fast lane (allreduce, reducescatter, allgather).
                               Every rank submits its ordered operations of the set in the same

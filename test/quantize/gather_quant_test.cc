@@ -155,6 +155,50 @@ size_t check_quantized(const QCase& cs, bool sparse_out = false) {
 // The algorithms whose gather phase follows a full-precision reduce.
 const hvds_sparse_algo_t kGathers[] = {HVDS_SPARSE_DSAR, HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_ZEN};
 
+// A packed block round-trips its head exactly (delta-coded indices of both widths, gaps of 1 to
+// 2^40, or a copied head), and a block of the wrong size or shape is refused.
+TEST(GatherQuantized, PackedBlocksKeepIndicesExactly) {
+  for (hvds_dtype_t it : {HVDS_INT32, HVDS_INT64}) {
+    size_t dim = it == HVDS_INT32 ? ((size_t)1 << 31) - 1 : (size_t)1 << 50;
+    hvds_sparse_layout_t lay = {dim, 2, HVDS_FLOAT32, it};
+    std::vector<int64_t> idx = {0, 1, 2, 130, 20000, 2000000, (int64_t)dim - 1};
+    if (it == HVDS_INT64) idx.insert(idx.end() - 1, (int64_t)1 << 45);
+    size_t n = idx.size(), isz = it == HVDS_INT32 ? 4 : 8, head = n * isz;
+    std::vector<char> blk(hvds__pad8(head) + hvds__pad8(n * 8), 0);
+    for (size_t i = 0; i < n; i++) hvds__sparse_idx_set(&lay, blk.data(), i, idx[i]);
+    float* rows = reinterpret_cast<float*>(blk.data() + hvds__pad8(head));
+    for (size_t i = 0; i < 2 * n; i++) rows[i] = i == 3 ? 0.0f : (float)i - 4.5f;
+    hvds_qblock_shape_t shape = {n, head, 1};
+    std::vector<char> packed(hvds__sparse_qblock_bound(&lay, &shape, 8));
+    size_t bytes = 0;
+    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, 8, 7, blk.data(), &shape, packed.data(), &bytes),
+              HVDS_SUCCESS);
+    EXPECT_LE(bytes, packed.size());
+    EXPECT_EQ(bytes % 8, 0u);
+    std::vector<char> out(blk.size(), 1);
+    uint64_t nonzero = 5;
+    ASSERT_EQ(
+        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &shape, out.data(), &nonzero),
+        HVDS_SUCCESS);
+    EXPECT_EQ(nonzero, 5u + n);  // row 1 holds a zero and a non-zero value
+    for (size_t i = 0; i < n; i++) EXPECT_EQ(hvds__sparse_idx_get(&lay, out.data(), i), idx[i]);
+    EXPECT_EQ(
+        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes - 8, &shape, out.data(), &nonzero),
+        HVDS_INTERNAL_ERROR);
+    hvds_qblock_shape_t fewer = {n - 1, head - isz, 1};
+    EXPECT_EQ(
+        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &fewer, out.data(), &nonzero),
+        HVDS_INTERNAL_ERROR);
+    hvds_qblock_shape_t copied = {n, head, 0};  // a head that is copied, not coded
+    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, 8, 7, blk.data(), &copied, packed.data(), &bytes),
+              HVDS_SUCCESS);
+    ASSERT_EQ(
+        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &copied, out.data(), &nonzero),
+        HVDS_SUCCESS);
+    EXPECT_TRUE(std::equal(blk.begin(), blk.begin() + head, out.begin()));
+  }
+}
+
 TEST(GatherQuantized, IdenticalOnEveryRankAndWithinBound) {
   for (hvds_sparse_algo_t a : kGathers) {
     for (int P : {2, 3, 4, 5}) {
@@ -237,18 +281,29 @@ TEST(GatherQuantized, IndicesAndUnionExact) {
       }
     }
   }
+  QCase cs;  // DSAR's result is dense; its union is counted before quantization too
+  cs.k = 40;
+  cs.bits = 2;
+  std::vector<Input> ins;
+  auto outs = run(cs, &ins);
+  Reference ref = sparse_test::reference(ins, cs.dim, cs.row);
+  for (int r = 0; r < cs.P; r++) {
+    ASSERT_EQ(outs[r].rc, HVDS_SUCCESS) << outs[r].error;
+    EXPECT_EQ(outs[r].union_nnz, sparse_test::nonzero_rows(ref, cs.row)) << "rank " << r;
+  }
 }
 
-// With quantized values a range turns dense much sooner (hvds__sparse_qdense_rule): at 4 bits a
-// range about 17% full goes dense in split-allgather's gather and still sums right.
+// With quantized values a range turns dense sooner (hvds__sparse_qdense_rule): at 4 bits a range
+// about 40% full goes dense in split-allgather's gather and still sums right.
 TEST(GatherQuantized, SplitAllgatherTurnsRangesDense) {
   hvds_sparse_layout_t lay = {5000, 1, HVDS_FLOAT32, HVDS_INT32};
-  EXPECT_FALSE(hvds__sparse_qdense_rule(&lay, 400, 5000, 4));  // 8%
-  EXPECT_TRUE(hvds__sparse_qdense_rule(&lay, 700, 5000, 4));   // 14%
-  EXPECT_FALSE(hvds__sparse_dense_rule(&lay, 700, 5000));      // full precision: at 50%
+  EXPECT_FALSE(
+      hvds__sparse_qdense_rule(&lay, 1500, 5000, 4));          // 30%: 1-byte gaps, half-byte values
+  EXPECT_TRUE(hvds__sparse_qdense_rule(&lay, 1700, 5000, 4));  // 34%
+  EXPECT_FALSE(hvds__sparse_dense_rule(&lay, 1700, 5000));     // full precision: at 50%
   QCase cs;
   cs.algo = HVDS_SPARSE_SSAR_SAG;
-  cs.k = 300;  // union about 17% at P = 3
+  cs.k = 800;  // union about 40% at P = 3
   EXPECT_GT(check_quantized(cs), 0u);
   EXPECT_GT(check_quantized(cs, true), 0u);
   std::vector<Input> ins;

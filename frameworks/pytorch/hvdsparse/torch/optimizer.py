@@ -341,8 +341,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     of what earlier steps did not send: error feedback) goes through the sparse allreduce and
     the averaged dense result lands in p.grad; the residuals are optimizer state
     (state_dict(), load_state_dict(), broadcast_optimizer_state(); docs/compression.md). Not
-    with groups or pipeline="dear". quantize_bits=2/4/8: the sparse allreduce's DSAR algorithm
-    sends its dense allgather stochastically quantized at that width (0: full precision).
+    with groups or pipeline="dear". quantize_bits=2/4/8: the sparse allreduce sends the values of
+    its gather phase after the full-precision reduce (DSAR, split-allgather, ZEN) stochastically
+    quantized at that width, indices exact (0: full precision).
 
     pipeline="dear": reduce-scatter in backward, all-gather and update in the next forward
     (hvdsparse.torch.dear, docs/dear.md). Needs model=<the module>; options bucket_bytes,
