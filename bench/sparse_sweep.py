@@ -9,7 +9,10 @@ Each algorithm runs under its own tensor name, first the warm-up (at least one o
 which the runtime learns the supports' overlap for the name; the `auto` row's pick is the
 selector's with that overlap), then --iters timed operations, and more when they are short: about
 --min-time seconds' worth (hvdsparse-perf --min-time), so that millisecond points have stable
-medians.
+medians. The job runs --rounds times per point (the algorithms in the same order each time, so
+every algorithm is measured early and late alike); an algorithm's time is the median of its
+rounds' medians, and the pick is the one most rounds made (ties: the last round's). The spread
+column gives the pick's and the best's round-to-round range.
 
     python3 bench/sparse_sweep.py --cluster 4x1gbit [--build build] [--out DIR]
     python3 bench/sparse_sweep.py --np 4                (loopback)
@@ -21,6 +24,7 @@ import argparse
 import csv
 import io
 import os
+import statistics
 import subprocess
 import sys
 
@@ -44,6 +48,8 @@ def parse():
                    help="seconds of timed operations per algorithm to aim for (0: --iters exactly)")
     p.add_argument("--warmup", type=int, default=1,
                    help="untimed operations per algorithm (at least 1: the overlap is learned)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="jobs per point; medians over them (1: one job, as before)")
     p.add_argument("--timeout", type=float, default=900, help="seconds per job")
     p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
     args = p.parse_args()
@@ -72,13 +78,21 @@ def run_point(args, launch, point):
     return list(csv.DictReader(io.StringIO("\n".join(lines))))
 
 
-def summarize(rows):
-    """(best algorithm, its ms, the pick, the pick's ms, pick / best)."""
-    algos = {r["algorithm"]: float(r["time_ms"]) for r in rows
-             if r["algorithm"] not in ("allreduce", "auto")}
+def summarize(rounds):
+    """(best algorithm, its ms, the pick, the pick's ms, pick / best, spread text) over the
+    rounds' rows: per algorithm the median of its rounds' times."""
+    times = {}
+    for rows in rounds:
+        for r in rows:
+            if r["algorithm"] not in ("allreduce", "auto"):
+                times.setdefault(r["algorithm"], []).append(float(r["time_ms"]))
+    algos = {a: statistics.median(t) for a, t in times.items()}
     best = min(algos, key=algos.get)
-    pick = next(r["pick"] for r in rows if r["algorithm"] == "auto")
-    return best, algos[best], pick, algos[pick], algos[pick] / algos[best]
+    picks = [next(r["pick"] for r in rows if r["algorithm"] == "auto") for rows in rounds]
+    pick = max(reversed(picks), key=picks.count)
+    spread = "%.2f-%.2f / %.2f-%.2f" % (min(times[pick]), max(times[pick]), min(times[best]),
+                                        max(times[best]))
+    return best, algos[best], pick, algos[pick], algos[pick] / algos[best], spread
 
 
 def main():
@@ -99,15 +113,21 @@ def main():
     points = [("64K", 1, 0.01, "uniform"), ("64K", 1, 0.1, "zipf")] if args.quick else POINTS
     every, worst = [], 0.0
     try:
-        print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best,overlap", flush=True)
+        print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best,overlap,"
+              "pick range / best range (ms)", flush=True)
         for point in points:
-            rows = run_point(args, launch, point)
-            every.extend(rows)
-            best, best_ms, pick, pick_ms, ratio = summarize(rows)
+            rounds = []
+            for k in range(args.rounds):
+                rows = run_point(args, launch, point)
+                for r in rows:
+                    r["round"] = k
+                rounds.append(rows)
+                every.extend(rows)
+            best, best_ms, pick, pick_ms, ratio, spread = summarize(rounds)
             worst = max(worst, ratio)
-            overlap = next(r["overlap"] for r in rows if r["algorithm"] == "auto")
-            print("%s,%d,%g,%s,%s,%.2f,%s,%.2f,%.2f,%s" % (point + (best, best_ms, pick, pick_ms,
-                                                                   ratio, overlap)), flush=True)
+            overlap = next(r["overlap"] for r in rounds[-1] if r["algorithm"] == "auto")
+            print("%s,%d,%g,%s,%s,%.2f,%s,%.2f,%.2f,%s,%s" % (
+                point + (best, best_ms, pick, pick_ms, ratio, overlap, spread)), flush=True)
     finally:
         if cluster:
             cluster.__exit__(None, None, None)

@@ -20,8 +20,9 @@
  * (sparse_quant.h); the packed sizes travel with the count allgather, the packed partitions are
  * gathered, and every rank, the owner included, unpacks them all before decoding. The bitmap is
  * then chosen against the delta-coded indices. The push stays in full precision: nothing is summed
- * while quantized. Imbalance (the debug log and the result): push = P * largest block / entries
- * sent (per rank, the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
+ * while quantized.
+ * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
+ * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
  * summed by one owner.
  *
@@ -51,7 +52,7 @@ typedef struct {
   size_t *goff, *gbytes;                 /* pull blocks (goff has P + 1 entries) */
   size_t *qoff, *qbytes;                 /* packed pull blocks (quantized pull) */
   uint64_t *scount, *rcount, *cursor;    /* entries per push block */
-  uint64_t* gather;                      /* per rank: partition entries, push imbalance bits */
+  uint64_t* gather;                      /* per rank: entries, push imbalance, packed bytes */
   hvds_sstream_t* parts;                 /* views of the received push blocks */
   hvds_sstream_t agg;                    /* this rank's partition, summed */
   char *sbuf, *rbuf, *gbuf;

@@ -147,6 +147,33 @@ def test_tape_training_matches_the_single_process_reference(mode, ratio, min_num
     assert (gathered == gathered[0]).all()
 
 
+@pytest.mark.parametrize("algorithm", ["dsar_split_allgather", "ssar_split_allgather", "zen"])
+def test_tape_quantize_bits(algorithm):
+    vs = _variables()
+    comp = hvd.Compression.topk(0.5)
+    for s in range(5):
+        with tf.GradientTape() as tape:
+            loss = _loss(vs, *_batch(hvd.rank(), s))
+        tape = hvd.DistributedGradientTape(tape, compression=comp, quantize_bits=4,
+                                           sparse_algorithm=algorithm)
+        for v, g in zip(vs, tape.gradient(loss, vs)):
+            v.assign_sub(0.05 * g)
+    flat = tf.concat([tf.reshape(v, [-1]) for v in vs], 0)
+    gathered = hvd.allgather(tf.expand_dims(flat, 0)).numpy()
+    assert (gathered == gathered[0]).all()  # identical on every rank
+    ref = _reference(5, 0.5)
+    diff = max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(vs, ref))
+    assert 0 < diff < 0.1  # quantized (not exact), and close
+
+
+def test_quantize_bits_rejects_other_widths():
+    with pytest.raises(ValueError, match="quantize_bits"):
+        hvd.DistributedGradientTape(tf.GradientTape(), compression=hvd.Compression.topk(0.1),
+                                    quantize_bits=3)
+    with pytest.raises(ValueError, match="quantize_bits"):
+        hvdk.DistributedOptimizer(keras.optimizers.SGD(0.05), quantize_bits=5)
+
+
 def test_keras_optimizer_fit_with_topk():
     keras.utils.set_random_seed(3)
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),

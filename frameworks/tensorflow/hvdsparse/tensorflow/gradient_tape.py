@@ -8,8 +8,11 @@ from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
 
 
-def _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm=None):
+def _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm=None,
+                   quantize_bits=0):
     mpi_ops.check_op(op)
+    if quantize_bits not in (0, 2, 4, 8):
+        raise ValueError("quantize_bits must be 0, 2, 4 or 8, not %r" % (quantize_bits,))
     if sparse_algorithm is not None:
         _lib.check_sparse_algorithm(sparse_algorithm)
     if gradient_predivide_factor != 1.0 and op != Average:
@@ -55,19 +58,20 @@ def _group_indices(n, num_groups, groups, sources):
 def allreduce_gradients(grads, sources=None, compression=Compression.none,
                         sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
                         num_groups=0, groups=None, process_set=global_process_set,
-                        sparse_algorithm=None, sparse_detect=None):
+                        sparse_algorithm=None, sparse_detect=None, quantize_bits=0):
     """Allreduces a list of gradients (None entries stay None). Dense gradients of one call are
     enqueued together and waited for together (one py_function inside tf.function), and so
     are the tf.IndexedSlices, which go through the sparse allreduce (sparse_algorithm forces
     its algorithm) unless sparse_as_dense. sparse_detect=True: dense gradients take the sparse
     path when mostly zero rows make it cheaper (same result); False never; None
     HVDSPARSE_SPARSE_DETECT's default. Not differentiable. compression=Compression.topk(...):
-    dense gradients go through top-k with error feedback and the sparse allreduce (topk.py)."""
+    dense gradients go through top-k with error feedback and the sparse allreduce (topk.py), whose
+    gather after the full-precision reduce quantize_bits=2/4/8 quantizes (docs/compression.md)."""
     grads = list(grads)
     if topk.is_topk(compression):
         return topk.allreduce_gradients(compression, grads, sources, allreduce_gradients, op,
                                         gradient_predivide_factor, process_set, sparse_algorithm,
-                                        sparse_as_dense=sparse_as_dense, num_groups=num_groups,
+                                        quantize_bits, sparse_as_dense=sparse_as_dense, num_groups=num_groups,
                                         groups=groups, sparse_detect=sparse_detect)
     if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
@@ -141,8 +145,8 @@ def _reduce_units(tensors, units, op, prescale, postscale, process_set, sparse_d
 class DistributedGradientTape:
     """Wraps a tf.GradientTape: gradient() returns gradients allreduced over process_set.
     tf.IndexedSlices gradients (tf.gather, Keras Embedding) go through the sparse allreduce and
-    stay tf.IndexedSlices unless sparse_as_dense; sparse_algorithm and sparse_detect as in
-    allreduce_gradients.
+    stay tf.IndexedSlices unless sparse_as_dense; sparse_algorithm, sparse_detect and
+    quantize_bits (with Compression.topk) as in allreduce_gradients.
 
         with tf.GradientTape() as tape:
             loss = ...
@@ -155,8 +159,10 @@ class DistributedGradientTape:
     def __init__(self, gradtape, device_dense='', device_sparse='', compression=Compression.none,
                  sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
                  num_groups=0, groups=None, process_set=global_process_set,
-                 scale_local_gradients=True, sparse_algorithm=None, sparse_detect=None):
-        _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm)
+                 scale_local_gradients=True, sparse_algorithm=None, sparse_detect=None,
+                 quantize_bits=0):
+        _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm,
+                       quantize_bits)
         self._tape = gradtape
         self._compression = compression or Compression.none
         self._sparse_as_dense = sparse_as_dense
@@ -167,6 +173,7 @@ class DistributedGradientTape:
         self._process_set = process_set
         self._sparse_algorithm = sparse_algorithm
         self._sparse_detect = sparse_detect
+        self._quantize_bits = quantize_bits
         self._scale_local_gradients = scale_local_gradients
         self._local_sources = set()
 
@@ -200,7 +207,7 @@ class DistributedGradientTape:
             [flat_grads[i] for i in shared_idx], [flat_sources[i] for i in shared_idx],
             self._compression, self._sparse_as_dense, self._op, self._predivide,
             self._num_groups, self._groups, self._process_set, self._sparse_algorithm,
-            self._sparse_detect)
+            self._sparse_detect, self._quantize_bits)
         out = list(flat_grads)
         for i, r in zip(shared_idx, reduced):
             out[i] = r
@@ -224,14 +231,14 @@ def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
                                    op=Average, gradient_predivide_factor=1.0, num_groups=0,
                                    groups=None, process_set=global_process_set, local_layers=None,
                                    scale_local_gradients=True, sparse_algorithm=None,
-                                   sparse_detect=None):
+                                   sparse_detect=None, quantize_bits=0):
     """A DistributedGradientTape whose local_layers' (a Keras layer or a list of them)
     variables are not allreduced; with scale_local_gradients and op Average their gradients are
     divided by the set size."""
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
                                    sparse_as_dense, op, gradient_predivide_factor, num_groups,
                                    groups, process_set, scale_local_gradients, sparse_algorithm,
-                                   sparse_detect)
+                                   sparse_detect, quantize_bits)
     if local_layers is None:
         local_layers = []
     elif not isinstance(local_layers, (list, tuple)):

@@ -99,10 +99,12 @@ def _allgather_slices(slices, name, op, scale, process_set):
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
-def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, algorithm=None):
+def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, algorithm=None,
+                           quant_bits=0):
     """Sparse allreduces of a list of tf.IndexedSlices with dense shapes, enqueued together and
     waited for together (one py_function in a graph). Returns tf.IndexedSlices with sorted
-    unique indices of each input's dtype (every row when the result came out dense)."""
+    unique indices of each input's dtype (every row when the result came out dense).
+    quant_bits: the sparse allreduce's quantization width (docs/compression.md)."""
     _require_init()
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
@@ -117,7 +119,8 @@ def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, 
 
     def body(arrays):
         ops = [_start_sparse_allreduce(arrays[3 * k], arrays[3 * k + 1], arrays[3 * k + 2],
-                                       full, ps_id, op, algorithm, prescale, postscale)
+                                       full, ps_id, op, algorithm, prescale, postscale,
+                                       quant_bits)
                for k, full in enumerate(fulls)]
         return [a for vals, idx, _alg in _complete(ops) for a in (vals, idx)]
     outs = _run(body, inputs, tout)

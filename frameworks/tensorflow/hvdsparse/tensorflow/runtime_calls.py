@@ -216,10 +216,11 @@ def _copy_out(ptr, count, np_dtype):
 
 
 def _start_sparse_allreduce(values, indices, dense_shape, full_name, ps_id, op, algorithm,
-                            prescale=1.0, postscale=1.0):
+                            prescale=1.0, postscale=1.0, quant_bits=0):
     """Row-sparse allreduce of tf.IndexedSlices parts (ROWS format: values [nnz, ...] are rows
     of dense_shape[1:]). Indices travel as int32 when dense_shape[0] allows, and come back in
-    their own dtype; pre- and postscale multiply the result. finish -> (values [m, ...],
+    their own dtype; pre- and postscale multiply the result; quant_bits 2/4/8 quantizes the
+    values of the gather after the full-precision reduce. finish -> (values [m, ...],
     indices [m], algorithm): sorted unique indices, or every row when the runtime's result came
     out dense."""
     shape = [int(d) for d in _host(dense_shape).reshape(-1)]
@@ -240,6 +241,7 @@ def _start_sparse_allreduce(values, indices, dense_shape, full_name, ps_id, op, 
     st = csparse.tensor(_lib.SPARSE_ROWS, i.ctypes.data if i.size else None, wire,
                         v.ctypes.data if v.size else None, _c_dtype(v), i.size, shape)
     opts = _opts(full_name, ps_id, op, prescale, postscale, sparse_algorithm=algorithm)
+    opts.sparse_quant_bits = quant_bits
     h = _enqueue(csparse.enqueue_fn(), ctypes.byref(st), None, ctypes.byref(opts))
     index_np = _host(indices).dtype
 

@@ -127,9 +127,10 @@ def is_topk(compression):
 
 
 def allreduce_gradients(compressor, grads, sources, reduce_rest, op, gradient_predivide_factor,
-                        process_set, sparse_algorithm, **rest):
+                        process_set, sparse_algorithm, quantize_bits=0, **rest):
     """Top-k with error feedback for the dense gradients of at least min_numel elements (and a
     static shape); reduce_rest(grads with those set to None, ...) reduces the others as usual.
+    quantize_bits: the width of the sparse allreduce's quantized gather (0: full precision).
     Returns the list of reduced gradients."""
     grads = list(grads)
     sources = list(sources) if sources is not None else [None] * len(grads)
@@ -155,7 +156,7 @@ def allreduce_gradients(compressor, grads, sources, reduce_rest, op, gradient_pr
         pre, post = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
                      if op == Average else (1.0, 1.0))
         reduced = mpi_ops._sparse_allreduce_many(slices, [None] * len(slices), op, pre, post,
-                                                 process_set, sparse_algorithm)
+                                                 process_set, sparse_algorithm, quantize_bits)
     for i, r in zip(chosen, reduced):
         out[i] = compressor.decompress(r, grads[i].shape)
     return out

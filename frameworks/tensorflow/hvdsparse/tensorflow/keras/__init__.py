@@ -60,13 +60,15 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True,
-                         sparse_algorithm=None, sparse_detect=None):
+                         sparse_algorithm=None, sparse_detect=None, quantize_bits=0):
     """Returns a copy of a Keras optimizer (built from its config) whose gradients are
     allreduced over process_set before they are applied; works in model.fit's compiled train
     step and with optimizer.apply_gradients(). tf.IndexedSlices gradients go through the
     sparse allreduce unless sparse_as_dense (sparse_algorithm, sparse_detect: see
-    allreduce_gradients)."""
-    _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm)
+    allreduce_gradients; quantize_bits with Compression.topk: the sparse allreduce's quantized
+    gather, docs/compression.md)."""
+    _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm,
+                   quantize_bits)
     if backward_passes_per_step != 1:
         raise NotImplementedError("hvdsparse: backward_passes_per_step > 1 (local gradient "
                                   "aggregation) is not supported yet")
@@ -74,7 +76,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                    sparse_as_dense=sparse_as_dense, op=op,
                    gradient_predivide_factor=gradient_predivide_factor,
                    num_groups=num_groups, groups=groups, process_set=process_set,
-                   sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect)
+                   sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect,
+                   quantize_bits=quantize_bits)
     cls = _distributed_class(optimizer.__class__, options)
     config = optimizer.get_config()
     if name is not None:
