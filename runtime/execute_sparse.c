@@ -152,7 +152,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                            .gamma = rt.work_gamma,
                            .hash = rt.work_hash,
                            .qenc = rt.work_qenc,
-                           .qdec = rt.work_qdec};
+                           .qdec = rt.work_qdec,
+                           .round = rt.net_round};
   hvds_sparse_problem_t x = {j->s->n,
                              (double)j->lay.dim,
                              (double)j->lay.row,
@@ -374,6 +375,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.net.hash = rt.work_hash;
   o.net.qenc = rt.work_qenc;
   o.net.qdec = rt.work_qdec;
+  o.net.round = rt.net_round;
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
   o.overlap = j->overlap;

@@ -33,6 +33,8 @@
 #define SMALL_REPS 9
 #define LARGE_REPS 3
 #define LARGE_BYTES ((size_t)1 << 20)
+#define RING_WARMUP 2
+#define RING_STEPS 16
 
 static int cmp_double(const void* a, const void* b) {
   double x = *(const double*)a, y = *(const double*)b;
@@ -106,6 +108,29 @@ hvds_result_t hvds__net_probe(hvds_p2p_t* world, double* alpha, double* beta) {
   return HVDS_SUCCESS;
 }
 
+hvds_result_t hvds__round_probe(hvds_p2p_t* world, double alpha, double* round) {
+  *round = 0;
+  if (world->size <= 1) return HVDS_SUCCESS;
+  int given = hvds__param_dbl(HVDS_PARAM_NET_ALPHA_US) > 0;
+  hvds_coll_opts_t o = {TAG_BASE + 4, HVDS_ALGO_AUTO, 0, 0};
+  double v = 0;
+  if (!given) {  // every rank sees the same setting: the launcher passes it to all
+    int to = (world->rank + 1) % world->size, from = (world->rank + world->size - 1) % world->size;
+    uint64_t out = 0, in = 0;
+    double t0 = 0;
+    for (int i = 0; i < RING_WARMUP + RING_STEPS; i++) {
+      if (i == RING_WARMUP) t0 = hvds__now();
+      hvds_result_t rc = hvds__p2p_sendrecv(world, to, &out, 8, from, &in, 8, TAG_BASE + 5);
+      if (rc != HVDS_SUCCESS) return rc;
+    }
+    v = (hvds__now() - t0) / RING_STEPS - alpha;
+  }
+  hvds_result_t rc = hvds__allreduce(world, &v, 1, HVDS_FLOAT64, HVDS_MAX, &o);
+  if (rc != HVDS_SUCCESS) return rc;
+  *round = v > 0 ? v : 0;
+  return HVDS_SUCCESS;
+}
+
 static uint64_t random_key(void) {
   uint64_t k = 0;
   if (getrandom(&k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
@@ -142,6 +167,7 @@ hvds_result_t hvds__sparse_runtime_init(void) {
   rt.sparse_detect = hvds__param_int(HVDS_PARAM_SPARSE_DETECT) > 0;
   double t0 = hvds__now();
   hvds_result_t rc = hvds__net_probe(rt.world, &rt.net_alpha, &rt.net_beta);
+  if (rc == HVDS_SUCCESS) rc = hvds__round_probe(rt.world, rt.net_alpha, &rt.net_round);
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_agree_seed(rt.world, &rt.zen_seed);
   hvds_work_speed_t w = {0, 0, 0, 0};
   if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt.world, &w);
@@ -150,9 +176,10 @@ hvds_result_t hvds__sparse_runtime_init(void) {
     return hvds__set_error(rc, "rank %d: measuring the network failed: %s", rt.rank,
                            rt.world->error);
   HVDS_DEBUG(
-      "for the sparse cost model: alpha %.2f us, %.3f GB/s, %.2f ns per entry step, "
-      "%.2f ns per hash, %.2f / %.2f ns to quantize / decode a value (probes %.1f ms)",
-      rt.net_alpha * 1e6, 1e-9 / rt.net_beta, rt.work_gamma * 1e9, rt.work_hash * 1e9,
-      rt.work_qenc * 1e9, rt.work_qdec * 1e9, (hvds__now() - t0) * 1e3);
+      "for the sparse cost model: alpha %.2f us, %.3f GB/s, %.2f us more per round, "
+      "%.2f ns per entry step, %.2f ns per hash, %.2f / %.2f ns to quantize / decode a value "
+      "(probes %.1f ms)",
+      rt.net_alpha * 1e6, 1e-9 / rt.net_beta, rt.net_round * 1e6, rt.work_gamma * 1e9,
+      rt.work_hash * 1e9, rt.work_qenc * 1e9, rt.work_qdec * 1e9, (hvds__now() - t0) * 1e3);
   return HVDS_SUCCESS;
 }

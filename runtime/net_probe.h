@@ -24,6 +24,13 @@ struct hvds_p2p;
 hvds_result_t hvds__net_probe(struct hvds_p2p* world, double* alpha /* OUT */,
                               double* beta /* OUT */);
 
+/* Collective over world: every rank at once exchanges 8 bytes with its ring neighbours, 16
+ * times after 2 warm-ups; *round is the slowest rank's time per exchange less alpha: what a
+ * step that must wait for its peer to be scheduled and woken costs beyond a message (on shared
+ * cores, far more than the idle ping-pong's alpha). 0 for a single rank, or when alpha is
+ * given (HVDSPARSE_NET_ALPHA_US). */
+hvds_result_t hvds__round_probe(struct hvds_p2p* world, double alpha, double* round /* OUT */);
+
 /* Collective over world: rank 0 draws a random 64-bit key (never 0) and broadcasts it, so every
  * rank passes the same ZEN seed. */
 hvds_result_t hvds__sparse_agree_seed(struct hvds_p2p* world, uint64_t* seed /* OUT */);

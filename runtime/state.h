@@ -184,6 +184,7 @@ typedef struct hvds_runtime {
   double work_gamma;             /* init: seconds per sparse entry step, rank 0's (work_probe.h) */
   double work_hash;              /* init: seconds per keyed hash, rank 0's */
   double work_qenc, work_qdec;   /* init: seconds to quantize / decode one value */
+  double net_round;              /* init: seconds per synchronizing round beyond alpha */
   uint64_t zen_seed;             /* init: ZEN's hash key, rank 0's */
   int sparse_algo;               /* init: hvds_sparse_algo_t from HVDSPARSE_SPARSE_ALGORITHM */
   int sparse_detect;             /* init: HVDSPARSE_SPARSE_DETECT */

@@ -40,7 +40,7 @@ static hvds_sparse_algo_t best_of_three(const double* c) {
 
 static void sparcml(const sim_opts_t* o) {
   const double N = 16777216;
-  hvds_sparse_net_t net = {1.5e-6, 1.0 / 9.5e9, 0, 0, 0, 0};
+  hvds_sparse_net_t net = {1.5e-6, 1.0 / 9.5e9, 0, 0, 0, 0, 0};
   hvds_sim_net_t dn = {net.alpha, net.beta, 0, 0, 1, 0};
   printf(
       "\nSparCML model table (sparcml.md 3.6): N = 2^24, f32 values, u32 indices, uniform "
@@ -110,7 +110,7 @@ static void zen_row(const sim_opts_t* o, const zen_case_t* z, const hvds_sim_net
 }
 
 static void zen(const sim_opts_t* o) {
-  hvds_sparse_net_t net = {o->alpha, 8.0 / 25e9, 0, 0, 0, 0};
+  hvds_sparse_net_t net = {o->alpha, 8.0 / 25e9, 0, 0, 0, 0, 0};
   hvds_sim_net_t dn = {net.alpha, net.beta, 0, 0, 1, 0};  // GPU reduction: gamma left out
   printf(
       "\nZEN, LSTM LM at 16 machines, 25 Gbit/s (zen.md 4: communication 6.77x over AllReduce)."

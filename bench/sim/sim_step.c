@@ -220,7 +220,8 @@ void hvds_sim_bucket_predict(const hvds_sim_net_t* n, const hvds_sim_cfg_t* c,
                              0,
                              0,
                              0};
-  hvds_sparse_net_t net = {n->alpha, n->beta, 0, 0, 0, 0};  // the simulator prices the network only
+  hvds_sparse_net_t net = {n->alpha, n->beta, 0, 0,
+                           0,        0,       0};  // the simulator prices the network only
   out->sparse = hvds__sparse_select(&x, &net, out->sparse_costs);
   // sparse_allreduce.c: the preamble, a halving-doubling allreduce of 6 int64 per rank.
   hvds_coll_opts_t sopt = {0, HVDS_ALGO_RHD, 0, 0};

@@ -20,7 +20,8 @@ typedef struct {
   double qrb; /* row bytes in a gather phase: quantized, or rb */
   double imb; /* index-range imbalance, in [1, P] */
   double alpha, beta, gamma, hash, qenc, qdec;
-  int quant; /* the gather phase is quantized */
+  double round; /* per synchronizing round, beyond alpha */
+  int quant;    /* the gather phase is quantized */
 } terms_t;
 
 static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -46,6 +47,7 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   t.hash = net != NULL && net->hash > 0 ? net->hash : 0;
   t.qenc = net != NULL && net->qenc > 0 ? net->qenc : 0;
   t.qdec = net != NULL && net->qdec > 0 ? net->qdec : 0;
+  t.round = net != NULL && net->round > 0 ? net->round : 0;
   return t;
 }
 
@@ -104,7 +106,7 @@ double hvds__sparse_overlap_estimate(int ranks, double k, double union_size) {
 static double fold_cost(const terms_t* t, const hvds_sparse_problem_t* x) {
   if (t->rem == 0) return 0;
   double in = stream_bytes(t, t->k, t->N), res = stream_bytes(t, hvds__sparse_union(x, t->P), t->N);
-  return 4 * t->alpha + (in + res) * t->beta;
+  return 4 * t->alpha + 2 * t->round + (in + res) * t->beta;
 }
 
 /* Inputs summed on the busiest virtual rank after the fold. */
@@ -114,14 +116,14 @@ static int folded_inputs(const terms_t* t) { return t->rem > 0 ? 2 : 1; }
  * cheaper (hvds__sparse_dense_rhd). */
 static double cost_rhd(const terms_t* t) {
   double Nb = t->N * t->rb;
-  double rhd = 2 * t->L * t->alpha + 2.0 * (t->p2 - 1) / t->p2 * Nb * t->beta;
-  if (t->rem > 0) rhd += 2 * t->alpha + 2 * Nb * t->beta;
+  double rhd = 2 * t->L * (t->alpha + t->round) + 2.0 * (t->p2 - 1) / t->p2 * Nb * t->beta;
+  if (t->rem > 0) rhd += 2 * (t->alpha + t->round) + 2 * Nb * t->beta;
   return rhd;
 }
 
 static double cost_ring(const terms_t* t) {
   double Nb = t->N * t->rb;
-  return 2.0 * (t->P - 1) * t->alpha + 2.0 * (t->P - 1) / t->P * Nb * t->beta;
+  return 2.0 * (t->P - 1) * (t->alpha + t->round) + 2.0 * (t->P - 1) / t->P * Nb * t->beta;
 }
 
 static double cost_dense(const terms_t* t) {
@@ -131,7 +133,7 @@ static double cost_dense(const terms_t* t) {
 
 /* allgather_baseline.c: ring allgatherv of every rank's stream. */
 static double cost_allgather(const terms_t* t) {
-  return (t->P - 1) * (t->alpha + stream_bytes(t, t->k, t->N) * t->beta);
+  return (t->P - 1) * (t->alpha + t->round + stream_bytes(t, t->k, t->N) * t->beta);
 }
 
 /* ssar_recursive_doubling.c: round i swaps the union of f 2^i inputs. */
@@ -140,7 +142,7 @@ static double cost_ssar_rd(const terms_t* t, const hvds_sparse_problem_t* x) {
   for (int i = 0; i < t->L; i++) {
     int m = folded_inputs(t) << i;
     double K = hvds__sparse_union(x, m < t->P ? m : t->P);
-    c += 2 * t->alpha + stream_bytes(t, K, t->N) * t->beta;
+    c += 2 * t->alpha + t->round + stream_bytes(t, K, t->N) * t->beta;  // count, then payload
   }
   return c;
 }
@@ -161,18 +163,19 @@ static double gather_ranges(const terms_t* t, double K, int m, double part) {
 static double cost_ssar_sag(const terms_t* t, const hvds_sparse_problem_t* x) {
   double part = t->N / t->p2;
   double Kf = hvds__sparse_union(x, folded_inputs(t)), KP = hvds__sparse_union(x, t->P);
-  double split = 2.0 * (t->p2 - 1) * t->alpha +
+  // Counts and payloads go in separate exchanges: every message is a round.
+  double split = 2.0 * (t->p2 - 1) * (t->alpha + t->round) +
                  (t->p2 - 1) * stream_bytes(t, t->imb * Kf / t->p2, part) * t->beta;
-  double gather = 2.0 * t->L * t->alpha + gather_ranges(t, KP, t->p2, part) * t->beta;
+  double gather = 2.0 * t->L * (t->alpha + t->round) + gather_ranges(t, KP, t->p2, part) * t->beta;
   return fold_cost(t, x) + split + gather;
 }
 
 /* dsar_split_allgather.c: pairwise split, then the dense ring allgatherv (quantized when asked). */
 static double cost_dsar(const terms_t* t) {
   double part = t->N / t->P;
-  double split = 2.0 * (t->P - 1) * t->alpha +
+  double split = 2.0 * (t->P - 1) * (t->alpha + t->round) +
                  (t->P - 1) * stream_bytes(t, t->imb * t->k / t->P, part) * t->beta;
-  double gather = (t->P - 1) * t->alpha + (t->P - 1) * part * t->qrb * t->beta;
+  double gather = (t->P - 1) * (t->alpha + t->round) + (t->P - 1) * part * t->qrb * t->beta;
   return split + gather;
 }
 
@@ -188,9 +191,10 @@ static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P;
   double pulled = zen_bitmap(t, per, part) ? part / 8 + per * t->qrb
                                            : per * (gathered_index(t, per, t->N) + t->qrb);
-  double push = 2.0 * (t->P - 1) * t->alpha + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
-  double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * t->alpha;
-  double pull = (t->P - 1) * (t->alpha + pulled * t->beta);
+  double push =
+      2.0 * (t->P - 1) * (t->alpha + t->round) + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
+  double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * (t->alpha + t->round);
+  double pull = (t->P - 1) * (t->alpha + t->round + pulled * t->beta);
   return push + counts + pull;
 }
 

@@ -41,6 +41,9 @@ typedef struct {
   double hash;  /* seconds per keyed hash or its inverse (ZEN's permutation) */
   double qenc;  /* seconds to quantize one value (ops/quantize.h), for quant_bits */
   double qdec;  /* seconds to decode one quantized value */
+  double round; /* seconds per synchronizing round beyond alpha: a step that waits for its peer
+                   to be scheduled (a message that follows the partner's previous one at once,
+                   such as a payload after its count, is not a round) */
 } hvds_sparse_net_t;
 
 /* Defaults: a 10 GbE-like link (20 us per message, 1.25 GB/s). */

@@ -58,7 +58,7 @@ typedef struct {
  * corrections. */
 #define HVDS_SPARSE_OPTS_INIT                                     \
   {                                                               \
-    0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, { 0 } \
+    0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, { 0 } \
   }
 
 typedef struct {

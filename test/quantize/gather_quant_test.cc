@@ -357,7 +357,7 @@ TEST(GatherQuantized, BadOrMismatchedWidthFailsEveryRank) {
 // 1024 values: DSAR's allgather by exactly that, split-allgather's and ZEN's gathers too (their
 // indices or bitmaps stay); the algorithms that sum after the exchange are unchanged.
 TEST(QuantCostModel, GatherTermsShrink) {
-  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};  // 1 Gbit/s
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};  // 1 Gbit/s
   for (int P : {2, 3, 4, 8}) {
     hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e5, -1, 0, 0, 0};
     hvds_sparse_problem_t plain = x;
@@ -387,7 +387,7 @@ TEST(QuantCostModel, GatherTermsShrink) {
 // The quantizer's own time: DSAR's busiest rank encodes its range and decodes all N values;
 // the sparse gathers encode their owned entries and decode the union.
 TEST(QuantCostModel, EncodeAndDecodePriced) {
-  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};
   hvds_sparse_net_t timed = net;
   timed.qenc = 6e-9;
   timed.qdec = 2e-9;

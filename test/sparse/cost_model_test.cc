@@ -1,11 +1,12 @@
 // The cost model: union estimates, the selector's qualitative regions (dense when dense, sparse
 // when very sparse, the SparCML model table's picks), and determinism.
 #include "cost_model.h"
-#include "sparse_stream.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+
+#include "sparse_stream.h"
 
 namespace {
 
@@ -81,7 +82,7 @@ TEST(SparseCostModel, DenseAtHighDensitySparseAtVeryLowDensity) {
 // The digest's model table (N = 2^24, f32/u32, Aries-like: 1.5 us, 9.5 GB/s): recursive doubling
 // for small P and low density; not recursive doubling once the union fills in at P = 64.
 TEST(SparseCostModel, SparcmlRegions) {
-  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0, 0, 0};
+  hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0, 0, 0, 0};
   const double N = 1 << 24;
   auto x = problem(8, N, 1e-3);
   EXPECT_EQ(hvds__sparse_select(&x, &aries, nullptr), HVDS_SPARSE_SSAR_RD);
@@ -135,16 +136,18 @@ TEST(SparseCostModel, DeterministicAndReportsEveryCost) {
 // hashes, where the bytes alone pick it (P = 4, N = 2^24, 10%: ZEN's bitmap pull is the
 // byte-cheapest, as on the 1 Gbit/s cluster where it ran 1.7-2.5x slower than the best).
 TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
-  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};
-  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9, 0, 0};
+  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};
+  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9, 0, 0, 0};
   auto x = problem(4, 1 << 24, 0.1);
   for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
     auto id = (hvds_sparse_algo_t)a;
-    double net = hvds__sparse_cost(id, &x, &bytes_only), all = hvds__sparse_cost(id, &x, &with_work);
+    double net = hvds__sparse_cost(id, &x, &bytes_only),
+           all = hvds__sparse_cost(id, &x, &with_work);
     EXPECT_GT(all, net) << a;
     auto bigger = problem(4, 1 << 24, 0.2);
-    EXPECT_GT(hvds__sparse_cost(id, &bigger, &with_work) - hvds__sparse_cost(id, &bigger, &bytes_only),
-              all - net)
+    EXPECT_GT(
+        hvds__sparse_cost(id, &bigger, &with_work) - hvds__sparse_cost(id, &bigger, &bytes_only),
+        all - net)
         << a;
   }
   EXPECT_EQ(hvds__sparse_select(&x, &bytes_only, nullptr), HVDS_SPARSE_ZEN);
@@ -154,8 +157,8 @@ TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
 // Normalizing the inputs costs every algorithm the same steps: each prediction grows by
 // input x gamma, so the pick stays; without a measured gamma the term is left out.
 TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
-  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0};
-  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0};
+  hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0, 0};
+  hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};
   auto x = problem(4, 1 << 24, 0.01, 0.3);
   auto y = x;
   y.input = hvds__sparse_input_steps(x.nnz, x.dim - 1, 4, 0);
@@ -175,7 +178,7 @@ TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
 // algorithms more, and them only: ZEN hashes its ranges, recursive doubling and allgather do not
 // partition. With Zipf-like skew the pick moves off split-allgather.
 TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
-  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0};
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0, 0};
   auto even = problem(4, 1 << 24, 0.01, 0.5);
   auto skew = even;
   skew.imbalance = 3.5;
@@ -197,4 +200,32 @@ TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
             hvds__sparse_cost(HVDS_SPARSE_SSAR_SAG, &all_in_one, &net));
   EXPECT_EQ(hvds__sparse_select(&even, &net, nullptr), HVDS_SPARSE_SSAR_SAG);
   EXPECT_NE(hvds__sparse_select(&skew, &net, nullptr), HVDS_SPARSE_SSAR_SAG);
+}
+
+// The round latency (a step that waits for its peer to be woken) is charged per synchronizing
+// round: recursive doubling's count and payload to one partner are one round, the split
+// algorithms' count and payload exchanges are separate ones. At P = 4: recursive doubling 2,
+// allgather 3, dense 4 (halving-doubling), DSAR 9, split-allgather 10, ZEN 13; at P = 3 the
+// fold and unfold add 2 to recursive doubling and split-allgather.
+TEST(SparseCostModel, RoundLatencyPerSynchronizingRound) {
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};
+  hvds_sparse_net_t slow = net;
+  slow.round = 100e-6;
+  struct {
+    int P;
+    hvds_sparse_algo_t a;
+    int rounds;
+  } cases[] = {{4, HVDS_SPARSE_SSAR_RD, 2},   {4, HVDS_SPARSE_ALLGATHER, 3},
+               {4, HVDS_SPARSE_DENSE, 4},     {4, HVDS_SPARSE_DSAR, 9},
+               {4, HVDS_SPARSE_SSAR_SAG, 10}, {4, HVDS_SPARSE_ZEN, 13},
+               {3, HVDS_SPARSE_SSAR_RD, 3},   {3, HVDS_SPARSE_SSAR_SAG, 6}};
+  for (const auto& c : cases) {
+    auto x = problem(c.P, 1 << 20, 0.001, 0.5);
+    double extra = hvds__sparse_cost(c.a, &x, &slow) - hvds__sparse_cost(c.a, &x, &net);
+    EXPECT_NEAR(extra, c.rounds * 100e-6, 1e-9) << "algorithm " << c.a << " P " << c.P;
+  }
+  // Small messages: with the rounds priced, recursive doubling's few rounds beat
+  // split-allgather's many.
+  auto x = problem(4, 1 << 20, 0.001, 0.5);
+  EXPECT_EQ(hvds__sparse_select(&x, &slow, nullptr), HVDS_SPARSE_SSAR_RD);
 }
