@@ -50,6 +50,8 @@ def parse():
                    help="untimed operations per algorithm (at least 1: the overlap is learned)")
     p.add_argument("--rounds", type=int, default=3,
                    help="jobs per point; medians over them (1: one job, as before)")
+    p.add_argument("--quant-bits", type=int, default=0,
+                   help="2, 4 or 8: quantized gathers (hvdsparse-perf --quant-bits); 0: none")
     p.add_argument("--timeout", type=float, default=900, help="seconds per job")
     p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
     args = p.parse_args()
@@ -64,6 +66,8 @@ def run_point(args, launch, point):
                     "-N", n, "--density", str(density), "--generator", gen,
                     "--algorithm", "all", "-n", str(args.iters), "-w", str(args.warmup),
                     "--min-time", str(args.min_time), "--csv"]
+    if args.quant_bits:
+        cmd += ["--quant-bits", str(args.quant_bits)]
     if row > 1:
         cmd += ["--row", str(row)]
     if gen == "overlap":
