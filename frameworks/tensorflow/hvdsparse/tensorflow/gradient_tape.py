@@ -71,8 +71,9 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     if topk.is_topk(compression):
         return topk.allreduce_gradients(compression, grads, sources, allreduce_gradients, op,
                                         gradient_predivide_factor, process_set, sparse_algorithm,
-                                        quantize_bits, sparse_as_dense=sparse_as_dense, num_groups=num_groups,
-                                        groups=groups, sparse_detect=sparse_detect)
+                                        quantize_bits, sparse_as_dense=sparse_as_dense,
+                                        num_groups=num_groups, groups=groups,
+                                        sparse_detect=sparse_detect)
     if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
                 else g for g in grads]
