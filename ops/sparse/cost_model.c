@@ -217,6 +217,12 @@ static double count_steps(const terms_t* t, double KP, int always) {
   return dense_steps((dense ? t->N : KP) * t->rb);
 }
 
+/* 1 when split-allgather's quantized reduced ranges (KP entries over p2 ranges) are gathered
+ * dense (hvds__sparse_qdense_rule). */
+static int sag_dense_ranges(const terms_t* t, double KP) {
+  return t->quant && !gathered_sparse(t, KP / t->p2, t->N / t->p2);
+}
+
 static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
   switch (a) {
@@ -232,8 +238,13 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       }
       return w + carry(t, KP);
     }
-    case HVDS_SPARSE_SSAR_SAG:  // split, merge one range's blocks (the heaviest), concatenate
-      return carry(t, k) + 2 * carry(t, t->imb * k) * L + carry(t, KP);
+    case HVDS_SPARSE_SSAR_SAG: {  // split, merge one range's blocks (the heaviest), concatenate
+      double w = carry(t, k) + 2 * carry(t, t->imb * k) * L + carry(t, KP);
+      // Quantized ranges that turn dense: the owner densifies its range, and every rank unpacks
+      // N rows into the gather buffer, then zeroes the result and copies them in.
+      if (sag_dense_ranges(t, KP)) w += dense_steps(Nb * (3.0 + 1.0 / t->p2));
+      return w;
+    }
     case HVDS_SPARSE_DSAR:  // split, merge one range's blocks, the dense range and result
       return carry(t, k) + 2 * carry(t, t->imb * k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
@@ -252,7 +263,9 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
 }
 
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
-  int always_dense = a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR;
+  int always_dense =
+      a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR ||
+      (a == HVDS_SPARSE_SSAR_SAG && sag_dense_ranges(t, hvds__sparse_union(x, t->P)));
   double input = x->input > 0 ? x->input : 0;
   return input + algo_steps(a, t, x) + count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }

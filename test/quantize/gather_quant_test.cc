@@ -407,3 +407,16 @@ TEST(QuantCostModel, EncodeAndDecodePriced) {
     EXPECT_EQ(hvds__sparse_cost((hvds_sparse_algo_t)a, &plain, &timed),
               hvds__sparse_cost((hvds_sparse_algo_t)a, &plain, &net));
 }
+
+// Split-allgather's quantized ranges that turn dense cost it DSAR's dense passes and more (the
+// owner densifies, every rank unpacks and copies N rows), so where both gather dense ranges the
+// selector takes DSAR, which adds straight into its dense range.
+TEST(QuantCostModel, DenseQuantizedRangesFavourDsar) {
+  hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 6e-9, 15e-9, 6e-9, 2e-9, 80e-6};
+  hvds_sparse_problem_t x = {4, 1 << 24, 1, 4, 4, 0.1 * (1 << 24), -1, 4, 0, 0};  // 10% uniform
+  EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net),
+            hvds__sparse_cost(HVDS_SPARSE_SSAR_SAG, &x, &net));
+  x.nnz = 0.01 * (1 << 24);  // 1%: the ranges stay sparse and split-allgather is cheaper
+  EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_SSAR_SAG, &x, &net),
+            hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net));
+}
