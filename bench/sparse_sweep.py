@@ -9,10 +9,13 @@ Each algorithm runs under its own tensor name, first the warm-up (at least one o
 which the runtime learns the supports' overlap for the name; the `auto` row's pick is the
 selector's with that overlap), then --iters timed operations, and more when they are short: about
 --min-time seconds' worth (hvdsparse-perf --min-time), so that millisecond points have stable
-medians. The job runs --rounds times per point (the algorithms in the same order each time, so
-every algorithm is measured early and late alike); an algorithm's time is the median of its
-rounds' medians, and the pick is the one most rounds made (ties: the last round's). The spread
-column gives the pick's and the best's round-to-round range.
+medians; those further operations run one of each algorithm in turn (hvdsparse-perf
+--interleave; --blocks: each algorithm's all together, as before), so that a change in the
+machine's load reaches every algorithm alike. The job runs --rounds times per point (the
+algorithms in the same order each time, so every algorithm is measured early and late alike);
+an algorithm's time is the median of its rounds' medians, and the pick is the one most rounds
+made (ties: the last round's). The spread column gives the pick's and the best's round-to-round
+range.
 
     python3 bench/sparse_sweep.py --cluster 4x1gbit [--build build] [--out DIR]
     python3 bench/sparse_sweep.py --np 4                (loopback)
@@ -53,6 +56,8 @@ def parse():
     p.add_argument("--quant-bits", type=int, default=0,
                    help="2, 4 or 8: quantized gathers (hvdsparse-perf --quant-bits); 0: none")
     p.add_argument("--timeout", type=float, default=900, help="seconds per job")
+    p.add_argument("--blocks", action="store_true",
+                   help="time each algorithm's operations together, not interleaved")
     p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
     args = p.parse_args()
     if args.warmup < 1:
@@ -68,6 +73,8 @@ def run_point(args, launch, point):
                     "--min-time", str(args.min_time), "--csv"]
     if args.quant_bits:
         cmd += ["--quant-bits", str(args.quant_bits)]
+    if not args.blocks:
+        cmd += ["--interleave"]
     if row > 1:
         cmd += ["--row", str(row)]
     if gen == "overlap":

@@ -4,7 +4,8 @@ Runs frameworks/pytorch/examples/train_lm_topk.py once per configuration and rep
 configurations interleaved (none, topk, topk+bits, none, ...) so that a change in the machine's
 load hits them alike, and prints per configuration the median ms/step (spread in brackets), the
 median time waiting for the allreduces, the final loss, the loss gap to dense and the speed-up
-over dense. Needs root for --cluster (namespace hosts with shaped links, one rank each):
+over dense, then each configuration against the one before it, repetition by repetition. Needs
+root for --cluster (namespace hosts with shaped links, one rank each):
 
     python3 bench/topk_compare.py --cluster 4x1gbit --reps 3 -- --steps 200 --batch-size 4
 
@@ -78,6 +79,22 @@ def report(results, configs):
         speed = "%.2fx" % (base_ms / ms) if base_ms else ""
         print("%s,%s,%s,%.4f,%s,%s" % (name, spread([r[1] for r in rs]),
                                        spread([r[2] for r in rs]), loss, gap, speed), flush=True)
+    paired(results, configs)
+
+
+def paired(results, configs):
+    """Each repetition runs the configurations back to back, so the ratio of two of them within
+    a repetition cancels the machine's slower drifts: per pair of neighbouring configurations,
+    the median per-repetition speed-up, its range, and in how many repetitions the second was
+    faster."""
+    for a, b in zip(configs, configs[1:]):
+        ratios = [ra[1] / rb[1] for ra, rb in zip(results[a], results[b])]
+        if not ratios:
+            continue
+        wins = sum(r > 1 for r in ratios)
+        print("# paired: %s is %.3fx as fast as %s per repetition (median; %.3f-%.3f), faster "
+              "in %d of %d" % (b, statistics.median(ratios), a, min(ratios), max(ratios), wins,
+                               len(ratios)), flush=True)
 
 
 def main():

@@ -16,7 +16,10 @@
  * init), for the counts the preamble agreed and the overlap the runtime learned from the name's
  * previous operation (the warm-up's: the first operation of a name is priced as uniform); pick is
  * what the selector takes for them. The last timed result is compared with the plain
- * dense allreduce of every rank's data ("allreduce" row, also timed).
+ * dense allreduce of every rank's data ("allreduce" row, also timed). With --interleave, the
+ * timed operations after each algorithm's first -n run one of each algorithm in turn, so that a
+ * change in the machine's load reaches every algorithm alike (on shared cores the same algorithm
+ * timed a second apart can differ by 20%); the results are then checked after the first -n.
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,6 +52,7 @@ typedef struct {
   hvds_dtype_t dtype, index_dtype;
   int dense_out;
   int iters, warmup, csv;
+  int interleave; /* the operations after the first -n round-robin over the algorithms */
   double min_time; /* seconds of timed operations to aim for (--min-time); 0: exactly -n */
   int quant_bits;  /* the gather phase's quantization width (--quant-bits); 0: none */
   uint64_t seed;
@@ -63,7 +67,7 @@ typedef struct {
   void* dense;               /* n * row: this rank's entries summed densely */
   void* ref;                 /* n * row: the dense allreduce of every rank's `dense` */
   void* out;                 /* n * row scratch: dense outputs */
-  double* times;             /* max_iters() + 1 */
+  double* times;             /* (NUM_ALGOS + 1) rows of max_iters() + 1: per algorithm */
   hvds_sparse_stats_t stats; /* of the latest sparse run: the network and the agreed counts */
   int have_stats;
 } spx_data_t;
@@ -100,6 +104,8 @@ static void usage(FILE* f) {
       "  -n ITERS, -w WARMUP timed and untimed operations per algorithm (default 20, 3)\n"
       "  --min-time S        more timed operations (up to %d) when the last warm-up was short:\n"
       "                      enough for about S seconds per algorithm (default 0: -n exactly)\n"
+      "  --interleave        after each algorithm's first -n operations, run the rest one of\n"
+      "                      each algorithm in turn (load changes reach all alike)\n"
       "  --seed S            data seed (default 1)\n"
       "  --csv               machine-readable rows\n",
       MIN_TIME_MAX_ITERS);
@@ -134,6 +140,8 @@ static int parse(int argc, char** argv, spx_args_t* a) {
       a->dense_out = 1;
     } else if (!strcmp(o, "--csv")) {
       a->csv = 1;
+    } else if (!strcmp(o, "--interleave")) {
+      a->interleave = 1;
     } else if (!need(argc, argv, i)) {
       return -1;
     } else if (!strcmp(o, "-N")) {
@@ -196,7 +204,7 @@ static int make_data(const spx_args_t* a, spx_data_t* d) {
   d->dense = calloc(a->n * a->row, esz);
   d->ref = malloc(a->n * a->row * esz + 1);
   d->out = malloc(a->n * a->row * esz + 1);
-  d->times = malloc(sizeof(double) * (size_t)(max_iters(a) + 1));
+  d->times = malloc(sizeof(double) * (size_t)(max_iters(a) + 1) * (NUM_ALGOS + 1));
   if (!idx || !d->indices || !d->values || !d->dense || !d->ref || !d->out || !d->times) {
     free(idx);
     return -1;
@@ -383,18 +391,20 @@ static int timed_iters(const spx_args_t* a, double ms, int* iters /* OUT */) {
   return 0;
 }
 
-/* Runs algo (NULL: the plain dense allreduce) and fills row: the warm-up, -n timed operations,
- * then as many more as --min-time asks for. */
-static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_row_t* row) {
+/* Runs algo (NULL: the plain dense allreduce) into times and fills row but for its times: the
+ * warm-up, -n timed operations, then as many more as --min-time asks for (with --interleave,
+ * row->iters says how many and run_interleaved runs them). */
+static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, double* times,
+                    spx_row_t* row) {
   hvds_handle_t h = 0;
   double first = 0;
   int iters = a->iters;
   if (barrier() != 0 || run_ops(a, d, algo, a->warmup, NULL, &h) != 0 ||
-      run_ops(a, d, algo, a->iters, d->times, &h) != 0)
+      run_ops(a, d, algo, a->iters, times, &h) != 0)
     goto fail;
-  for (int i = 0; i < a->iters; i++) first += d->times[i];
+  for (int i = 0; i < a->iters; i++) first += times[i];
   if (timed_iters(a, first, &iters) != 0 ||
-      run_ops(a, d, algo, iters - a->iters, d->times + a->iters, &h) != 0)
+      (!a->interleave && run_ops(a, d, algo, iters - a->iters, times + a->iters, &h) != 0))
     goto fail;
   memset(row, 0, sizeof *row);
   row->algorithm = algo ? algo : "allreduce";
@@ -424,12 +434,35 @@ static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, spx_ro
   row->dense_result = is_dense;
   row->wrong = algo == NULL ? 0 : count_wrong(a, d, h, 1);
   hvds_release(h);
-  if (combine(d->times, iters, &row->wrong) != 0) return -1;
-  hvds_bench_stats(d->times, iters, &row->time_ms, &row->min_ms);
   return 0;
 fail:
   if (h != 0) hvds_release(h);
   return -1;
+}
+
+/* --interleave: every algorithm's timed operations after its first -n, one of each in turn. */
+static int run_interleaved(const spx_args_t* a, spx_data_t* d, const char* const* algos,
+                           const spx_row_t* rows, int nrows) {
+  for (int i = a->iters;; i++) {
+    int ran = 0;
+    for (int r = 0; r < nrows; r++) {
+      if (i >= rows[r].iters) continue;
+      hvds_handle_t h = 0;
+      double* times = d->times + (size_t)r * (size_t)(max_iters(a) + 1);
+      if (run_ops(a, d, algos[r], 1, times + i, &h) != 0) return -1;
+      hvds_release(h);
+      ran = 1;
+    }
+    if (!ran) return 0;
+  }
+}
+
+/* The row's time: per operation the slowest rank's, then the median and minimum. */
+static int finish_row(const spx_args_t* a, spx_data_t* d, int r, spx_row_t* row) {
+  double* times = d->times + (size_t)r * (size_t)(max_iters(a) + 1);
+  if (combine(times, row->iters, &row->wrong) != 0) return -1;
+  hvds_bench_stats(times, row->iters, &row->time_ms, &row->min_ms);
+  return 0;
 }
 
 /* ---- output ---- */
@@ -513,17 +546,22 @@ int perf_sparse_main(int argc, char** argv) {
   a.np = hvds_size();
   spx_data_t d = {0};
   spx_row_t rows[NUM_ALGOS + 1];
+  const char* algos[NUM_ALGOS + 1] = {NULL}; /* NULL: the plain dense allreduce */
   int nrows = 0, failed = make_data(&a, &d) != 0;
+  size_t stride = (size_t)(max_iters(&a) + 1);
   if (failed) fprintf(stderr, "rank %d: out of memory for the data\n", a.rank);
   // The reference: the plain dense allreduce, also the first row.
-  if (!failed) failed = run_algo(&a, &d, NULL, &rows[nrows]) != 0;
+  if (!failed) failed = run_algo(&a, &d, NULL, d.times, &rows[nrows]) != 0;
   if (!failed) memcpy(d.ref, d.out, a.n * a.row * hvds_dtype_size(a.dtype));
   nrows += !failed;
   for (int k = 0; k < NUM_ALGOS && !failed; k++) {
     if (strcmp(a.algorithm, "all") != 0 && strcmp(a.algorithm, kAlgos[k]) != 0) continue;
-    failed = run_algo(&a, &d, kAlgos[k], &rows[nrows]) != 0;
+    algos[nrows] = kAlgos[k];
+    failed = run_algo(&a, &d, kAlgos[k], d.times + (size_t)nrows * stride, &rows[nrows]) != 0;
     nrows += !failed;
   }
+  if (!failed && a.interleave) failed = run_interleaved(&a, &d, algos, rows, nrows) != 0;
+  for (int r = 0; r < nrows && !failed; r++) failed = finish_row(&a, &d, r, &rows[r]) != 0;
   if (!failed && nrows == 1) {
     if (a.rank == 0) fprintf(stderr, "unknown --algorithm '%s'\n", a.algorithm);
     failed = 1;
