@@ -52,7 +52,7 @@ typedef struct {
   hvds_dtype_t dtype, index_dtype;
   int dense_out;
   int iters, warmup, csv;
-  int interleave; /* the operations after the first -n round-robin over the algorithms */
+  int interleave;  /* the operations after the first -n round-robin over the algorithms */
   double min_time; /* seconds of timed operations to aim for (--min-time); 0: exactly -n */
   int quant_bits;  /* the gather phase's quantization width (--quant-bits); 0: none */
   uint64_t seed;
