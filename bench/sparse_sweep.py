@@ -51,7 +51,7 @@ def parse():
                    help="seconds of timed operations per algorithm to aim for (0: --iters exactly)")
     p.add_argument("--warmup", type=int, default=1,
                    help="untimed operations per algorithm (at least 1: the overlap is learned)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=5,
                    help="jobs per point; medians over them (1: one job, as before)")
     p.add_argument("--quant-bits", type=int, default=0,
                    help="2, 4 or 8: quantized gathers (hvdsparse-perf --quant-bits); 0: none")
