@@ -399,6 +399,24 @@ void gloo_destroy(hvds_p2p_t* p) {
   free(p);
 }
 
+/* Re-posts the doorbell receive of every peer whose ring landed since it was last seen (its ring
+ * count moved), whether or not Gloo's completion for it was taken yet; true when one of those
+ * rings is for epoch or later (older ones were for cycles already run). A Gloo send completes
+ * only once the receiver has a receive posted, so a ring that lands while this rank is not
+ * waiting (it is running cycles, or ringing itself) must be re-armed before this rank rings: two
+ * ranks that both have work when they go idle would otherwise ring each other with no receive
+ * posted on either side, and both would block until the timeout. */
+bool rearm_bell(hvds_p2p_t* p, GlooComm* c, uint64_t epoch) {
+  bool rung = false;
+  for (int i = 0; i < p->size; i++) {
+    if (i == p->rank || c->bell_in[2 * i + 1] == c->bell_seen[i]) continue;
+    c->bell_seen[i] = c->bell_in[2 * i + 1];
+    rung |= c->bell_in[2 * i] >= epoch;
+    c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 16, 16);  // keep one posted per peer
+  }
+  return rung;
+}
+
 hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
   GlooComm* c = comm_of(p);
   if (!c->bell_rx) return HVDS_NOT_SUPPORTED;
@@ -412,16 +430,10 @@ hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
       }
       // No timeout: a Gloo timeout would close every pair. Interrupts and failures wake us.
       if (!c->bell_rx->waitRecv(&from, kForever)) return HVDS_IN_PROGRESS;
-      /* Gloo names one sender for completions that landed together (the last one's), so every
-       * peer whose ring count moved is consumed and re-armed here, whoever was named. */
-      bool rung = false;
-      for (int i = 0; i < p->size; i++) {
-        if (i == p->rank || c->bell_in[2 * i + 1] == c->bell_seen[i]) continue;
-        c->bell_seen[i] = c->bell_in[2 * i + 1];
-        rung |= c->bell_in[2 * i] >= epoch;  // older rings were for cycles already run
-        c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 16, 16);  // keep one posted per peer
-      }
-      if (rung) return HVDS_SUCCESS;
+      /* Gloo names one sender for completions that landed together (the last one's), and
+       * rings re-armed by gloo_bell_ring leave their completions behind, so every peer whose
+       * ring count moved is consumed and re-armed here, whoever was named. */
+      if (rearm_bell(p, c, epoch)) return HVDS_SUCCESS;
     }
   } catch (const std::exception& e) {
     return fail_from(p, from, e, p->timeout_ms);
@@ -438,6 +450,7 @@ hvds_result_t gloo_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
       std::lock_guard<std::mutex> lock(c->mu);
       if (c->failed) return c->fail_rc;
     }
+    rearm_bell(p, c, epoch);  // this rank is awake: rings that came meanwhile are taken
     c->bell_out[0] = epoch;
     c->bell_out[1]++;
     for (int i = 0; i < p->size; i++)

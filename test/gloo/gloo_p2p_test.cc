@@ -311,6 +311,47 @@ TEST(GlooP2p, AbortWakesPeers) {
   });
 }
 
+// Doorbell: ranks that all have work when they go idle ring each other without waiting on the
+// bell in between, several times in a row (with a message from every peer between rounds, as the
+// runtime's cycle has). A Gloo send completes only into a posted receive, so each ring must
+// re-post the receives that the previous rings used up; otherwise the second round's rings
+// block on both sides until the timeout. Then a wait still sees a fresh ring and ignores the
+// stale ones.
+TEST(GlooP2p, DoorbellMutualRingsDoNotBlock) {
+  Spawn(
+      3,
+      [&](int rank, hvds_p2p_t* p, Barrier& barrier) {
+        for (uint64_t epoch = 1; epoch <= 4; epoch++) {
+          int out = rank, in[3] = {-1, -1, -1};
+          hvds_p2p_req_t* reqs[4];
+          int n = 0;
+          for (int peer = 0; peer < 3; peer++) {
+            if (peer == rank) continue;
+            ASSERT_EQ(p->ops->irecv(p, peer, &in[peer], 4, 100 + epoch, &reqs[n++]), HVDS_SUCCESS);
+            ASSERT_EQ(p->ops->isend(p, peer, &out, 4, 100 + epoch, &reqs[n++]), HVDS_SUCCESS);
+          }
+          for (int i = 0; i < n; i++) ASSERT_EQ(p->ops->wait(p, reqs[i], 10000), HVDS_SUCCESS);
+          for (int peer = 0; peer < 3; peer++)
+            if (peer != rank) EXPECT_EQ(in[peer], peer);
+          auto t0 = Clock::now();
+          ASSERT_EQ(p->ops->bell_ring(p, epoch), HVDS_SUCCESS)
+              << "rank " << rank << ": " << p->error;
+          EXPECT_LT(ms_since(t0), 5000.0) << "rank " << rank << " epoch " << epoch;
+        }
+        barrier.Wait();
+        if (rank != 1) {  // both others sleep on the bell, as every rank does when idle
+          auto t0 = Clock::now();
+          EXPECT_EQ(p->ops->bell_wait(p, 5), HVDS_SUCCESS) << p->error;
+          EXPECT_GE(ms_since(t0), 150.0);  // the rings of epochs 1-4 did not wake it
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          EXPECT_EQ(p->ops->bell_ring(p, 5), HVDS_SUCCESS) << p->error;
+        }
+        barrier.Wait();
+      },
+      20000);
+}
+
 // Two ranks: rank 0's abort reaches rank 1, which must name rank 0.
 TEST(GlooP2p, AbortNamesRank) {
   Spawn(2, [&](int rank, hvds_p2p_t* p, Barrier& barrier) {
