@@ -331,8 +331,9 @@ TEST(GlooP2p, DoorbellMutualRingsDoNotBlock) {
             ASSERT_EQ(p->ops->isend(p, peer, &out, 4, 100 + epoch, &reqs[n++]), HVDS_SUCCESS);
           }
           for (int i = 0; i < n; i++) ASSERT_EQ(p->ops->wait(p, reqs[i], 10000), HVDS_SUCCESS);
-          for (int peer = 0; peer < 3; peer++)
+          for (int peer = 0; peer < 3; peer++) {
             if (peer != rank) EXPECT_EQ(in[peer], peer);
+          }
           auto t0 = Clock::now();
           ASSERT_EQ(p->ops->bell_ring(p, epoch), HVDS_SUCCESS)
               << "rank " << rank << ": " << p->error;
