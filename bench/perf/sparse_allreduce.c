@@ -440,6 +440,11 @@ fail:
   return -1;
 }
 
+/* Row r's per-operation times in d->times. */
+static double* row_times(const spx_args_t* a, spx_data_t* d, int r) {
+  return d->times + (size_t)r * (size_t)(max_iters(a) + 1);
+}
+
 /* --interleave: every algorithm's timed operations after its first -n, one of each in turn. */
 static int run_interleaved(const spx_args_t* a, spx_data_t* d, const char* const* algos,
                            const spx_row_t* rows, int nrows) {
@@ -448,8 +453,7 @@ static int run_interleaved(const spx_args_t* a, spx_data_t* d, const char* const
     for (int r = 0; r < nrows; r++) {
       if (i >= rows[r].iters) continue;
       hvds_handle_t h = 0;
-      double* times = d->times + (size_t)r * (size_t)(max_iters(a) + 1);
-      if (run_ops(a, d, algos[r], 1, times + i, &h) != 0) return -1;
+      if (run_ops(a, d, algos[r], 1, row_times(a, d, r) + i, &h) != 0) return -1;
       hvds_release(h);
       ran = 1;
     }
@@ -459,7 +463,7 @@ static int run_interleaved(const spx_args_t* a, spx_data_t* d, const char* const
 
 /* The row's time: per operation the slowest rank's, then the median and minimum. */
 static int finish_row(const spx_args_t* a, spx_data_t* d, int r, spx_row_t* row) {
-  double* times = d->times + (size_t)r * (size_t)(max_iters(a) + 1);
+  double* times = row_times(a, d, r);
   if (combine(times, row->iters, &row->wrong) != 0) return -1;
   hvds_bench_stats(times, row->iters, &row->time_ms, &row->min_ms);
   return 0;
@@ -548,16 +552,15 @@ int perf_sparse_main(int argc, char** argv) {
   spx_row_t rows[NUM_ALGOS + 1];
   const char* algos[NUM_ALGOS + 1] = {NULL}; /* NULL: the plain dense allreduce */
   int nrows = 0, failed = make_data(&a, &d) != 0;
-  size_t stride = (size_t)(max_iters(&a) + 1);
   if (failed) fprintf(stderr, "rank %d: out of memory for the data\n", a.rank);
   // The reference: the plain dense allreduce, also the first row.
-  if (!failed) failed = run_algo(&a, &d, NULL, d.times, &rows[nrows]) != 0;
+  if (!failed) failed = run_algo(&a, &d, NULL, row_times(&a, &d, nrows), &rows[nrows]) != 0;
   if (!failed) memcpy(d.ref, d.out, a.n * a.row * hvds_dtype_size(a.dtype));
   nrows += !failed;
   for (int k = 0; k < NUM_ALGOS && !failed; k++) {
     if (strcmp(a.algorithm, "all") != 0 && strcmp(a.algorithm, kAlgos[k]) != 0) continue;
     algos[nrows] = kAlgos[k];
-    failed = run_algo(&a, &d, kAlgos[k], d.times + (size_t)nrows * stride, &rows[nrows]) != 0;
+    failed = run_algo(&a, &d, kAlgos[k], row_times(&a, &d, nrows), &rows[nrows]) != 0;
     nrows += !failed;
   }
   if (!failed && a.interleave) failed = run_interleaved(&a, &d, algos, rows, nrows) != 0;
