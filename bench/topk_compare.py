@@ -36,6 +36,8 @@ def parse():
                    help="comma-separated: none, topk, topk4 (top-k + 4-bit quantization), "
                    "topk-dsar, topk4-dsar (DSAR forced)")
     p.add_argument("--launcher", default=os.path.join(ROOT, "build", "bin", "hvdsparse"))
+    p.add_argument("--keep-freed-memory", action="store_true",
+                   help="run every configuration with the launcher's --keep-freed-memory")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per training run")
     p.add_argument("example_args", nargs="*", help="after --: train_lm_topk.py's arguments")
     return p.parse_args()
@@ -111,6 +113,8 @@ def main():
                       (rep + 1, name, loss, ms, wait), flush=True)
 
     env_fwd = ["-x", "PYTHONPATH"] if "PYTHONPATH" in os.environ else []
+    if args.keep_freed_memory:
+        env_fwd.append("--keep-freed-memory")
     if args.cluster:
         sys.path.insert(0, os.path.join(HERE, "suite"))
         from cluster import Cluster

@@ -270,6 +270,8 @@ static hvds_result_t parse_flag(cursor_t* c, hvds_run_args_t* a) {
     a->verbose = 1;
   } else if (flag_is(w, "--horovod-alias", NULL)) {
     a->horovod_alias = 1;
+  } else if (flag_is(w, "--keep-freed-memory", NULL)) {
+    a->keep_freed_memory = 1;
   } else if (flag_is(w, "--gloo", NULL)) {
     // The only controller; accepted for horovodrun command lines.
   } else if (flag_is(w, "-h", NULL) || flag_is(w, "--help", NULL)) {
@@ -349,6 +351,7 @@ void hvds__run_args_usage(FILE* f) {
       "  -x VAR[=VALUE]                  forward (or set) an environment variable\n"
       "  --verbose                       print the host assignment and rendezvous progress\n"
       "  --horovod-alias                 make 'import horovod.*' load hvdsparse\n"
+      "  --keep-freed-memory             workers' malloc reuses freed memory (no per-step faults)\n"
       "  -h, --help / -v, --version\n"
       "\n"
       "Runtime knobs (exported as HVDSPARSE_* and HOROVOD_*):\n"

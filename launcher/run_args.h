@@ -41,6 +41,7 @@ typedef struct {
   const char* rendezvous_addr;    /* --rendezvous-addr */
   const char* network_interfaces; /* --network-interfaces "a,b" */
   int horovod_alias;
+  int keep_freed_memory;          /* --keep-freed-memory */
   int help, version;
   hvds_env_list_t knobs;          /* suffix -> value, exported as HVDSPARSE_<s> and HOROVOD_<s> */
   hvds_env_list_t xvars;          /* -x NAME[=VALUE] */

@@ -15,6 +15,7 @@
 
 #include "env.h"
 #include "log.h"
+#include "malloc_env.h"
 
 static hvds_result_t random_hex(char* out, size_t nbytes) {
   unsigned char raw[64];
@@ -156,6 +157,7 @@ hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t*
     rc = set_both(env, a->knobs.items[i].name, a->knobs.items[i].value);
   if (rc == HVDS_SUCCESS && a->horovod_alias) rc = set_both(env, "HOROVOD_ALIAS", "1");
   if (rc == HVDS_SUCCESS) rc = hvds__python_env(a, env);
+  if (rc == HVDS_SUCCESS && a->keep_freed_memory) rc = hvds__malloc_env(env);
   if (rc == HVDS_SUCCESS) rc = add_identity(job, &job->slots[rank], env);
   if (rc != HVDS_SUCCESS) hvds__env_list_free(env);
   return rc;

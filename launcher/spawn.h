@@ -38,7 +38,8 @@ typedef struct {
 hvds_result_t hvds__job_make_ids(hvds_job_t* job);
 
 /* The variables set for one rank: identity, rendezvous, secret, job id (each under HVDSPARSE_
- * and HOROVOD_), PYTHONUNBUFFERED=1, every knob under both prefixes, and the -x variables.
+ * and HOROVOD_), PYTHONUNBUFFERED=1, every knob under both prefixes, the -x variables, and with
+ * --keep-freed-memory the malloc settings of malloc_env.h.
  * The caller frees env with hvds__env_list_free(). */
 hvds_result_t hvds__worker_env(const hvds_job_t* job, int rank, hvds_env_list_t* env /* OUT */);
 

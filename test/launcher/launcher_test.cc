@@ -265,6 +265,30 @@ TEST(Spawn, WorkerEnvironment) {
   hvds__env_list_free(&env);
 }
 
+TEST(Spawn, KeepFreedMemorySetsWorkersMalloc) {
+  auto env_of = [](std::vector<std::string> words, const char* name) {
+    Job j(words, 2);
+    hvds_env_list_t env;
+    EXPECT_EQ(hvds__worker_env(&j.job, 1, &env), HVDS_SUCCESS);
+    const char* v = hvds__env_list_get(&env, name);
+    std::string out = v ? v : "<unset>";
+    hvds__env_list_free(&env);
+    return out;
+  };
+  EXPECT_EQ(env_of({"-np", "2", "cmd"}, "MALLOC_MMAP_MAX_"), "<unset>");
+  EXPECT_EQ(env_of({"-np", "2", "--keep-freed-memory", "cmd"}, "MALLOC_MMAP_MAX_"), "0");
+  EXPECT_EQ(env_of({"-np", "2", "--keep-freed-memory", "cmd"}, "MALLOC_TRIM_THRESHOLD_"),
+            "17179869184");
+  // The user's own value wins: from -x, or from the launcher's environment.
+  EXPECT_EQ(env_of({"-np", "2", "--keep-freed-memory", "-x", "MALLOC_MMAP_MAX_=8", "cmd"},
+                   "MALLOC_MMAP_MAX_"),
+            "8");
+  setenv("MALLOC_TRIM_THRESHOLD_", "1048576", 1);
+  EXPECT_EQ(env_of({"-np", "2", "--keep-freed-memory", "cmd"}, "MALLOC_TRIM_THRESHOLD_"),
+            "1048576");
+  unsetenv("MALLOC_TRIM_THRESHOLD_");
+}
+
 TEST(Spawn, RemoteCommandLines) {
   {
     Job j({"-np", "2", "-H", "ns1:1,ns2:1", "--rsh", "ip netns exec", "python", "x y.py"}, 2);

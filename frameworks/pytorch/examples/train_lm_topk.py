@@ -17,8 +17,9 @@ well below ln(vocab).
 
 --compression topk: hvd.Compression.topk(--ratio) with error feedback (residuals kept in the
 optimizer); --topk-warmup N raises the sparsity geometrically from 25% to --ratio over the
-first N steps, as DGC does. --quantize-bits 4: the sparse allreduce's DSAR algorithm moves its
-dense allgather 4-bit quantized (needs the runtime's sparse_quant_bits option).
+first N steps, as DGC does; --min-numel N leaves smaller gradients (the biases) dense, as DGC
+does. --quantize-bits 4: the sparse allreduce's gather phase moves its values 4-bit quantized
+(docs/compression.md).
 Every configuration sees the same batches, so the final losses are comparable.
 """
 import argparse
@@ -37,6 +38,8 @@ parser.add_argument("--compression", choices=["none", "topk"], default="topk")
 parser.add_argument("--ratio", type=float, default=0.01, help="top-k: fraction sent")
 parser.add_argument("--topk-warmup", type=int, default=0,
                     help="steps over which the ratio falls from 0.25 to --ratio (DGC warm-up)")
+parser.add_argument("--min-numel", type=int, default=0,
+                    help="top-k: gradients with fewer elements take the dense allreduce")
 parser.add_argument("--quantize-bits", type=int, choices=[0, 2, 4, 8], default=0)
 parser.add_argument("--sparse-algorithm", default=None,
                     help="force the sparse allreduce algorithm (default: the cost model)")
@@ -122,8 +125,8 @@ def main():
     torch.manual_seed(args.seed)
     model = LM(args.vocab, args.embed, args.hidden, args.layers)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    compression = (hvd.Compression.topk(args.ratio) if args.compression == "topk"
-                   else hvd.Compression.none)
+    compression = (hvd.Compression.topk(args.ratio, min_numel=args.min_numel)
+                   if args.compression == "topk" else hvd.Compression.none)
     optimizer = hvd.DistributedOptimizer(
         torch.optim.SGD(model.parameters(), lr=args.lr), named_parameters=model.named_parameters(),
         compression=compression, sparse_algorithm=args.sparse_algorithm,
