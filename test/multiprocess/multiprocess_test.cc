@@ -204,6 +204,20 @@ TEST(Fusion, ThousandSmallTensorsTravelFused) {
   unlink(path);
 }
 
+// --keep-freed-memory: every worker gets glibc's mmap off and its trim threshold raised, and the
+// runtime runs as usual under them.
+TEST(Launcher, KeepFreedMemoryReachesEveryWorker) {
+  RunResult env = RunCommand({HVDS_LAUNCHER, "run", "-np", "2", "--keep-freed-memory", "/bin/sh",
+                              "-c", "echo malloc $MALLOC_MMAP_MAX_ $MALLOC_TRIM_THRESHOLD_"},
+                             {}, 60);
+  ASSERT_EQ(env.status, 0) << env.output;
+  EXPECT_EQ(Count(env.output, "malloc 0 17179869184"), 2) << env.output;
+  RunResult r = RunCommand(
+      {HVDS_LAUNCHER, "run", "-np", "3", "--keep-freed-memory", HVDS_WORKER, "allreduce"}, {}, 120);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS allreduce rank"), 3) << r.output;
+}
+
 TEST(Faults, KilledRankFailsOthersAndLauncher) {
   // Marks this job's processes, so the check below sees none of another test's workers.
   std::string mark = "HVDS_TEST_JOB=kill-" + std::to_string(getpid());
