@@ -204,6 +204,14 @@ TEST(Fusion, ThousandSmallTensorsTravelFused) {
   unlink(path);
 }
 
+// Every rank counts the ranks on its machine (one kernel) for the tcp transport's polling.
+TEST(TcpPolling, RanksCountTheirMachine) {
+  RunResult r = RunScenario(3, "allreduce", {"HVDSPARSE_LOG_LEVEL=debug"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS allreduce rank"), 3) << r.output;
+  EXPECT_EQ(Count(r.output, "ranks on this host, 3 on this machine"), 3) << r.output;
+}
+
 // --keep-freed-memory: every worker gets glibc's mmap off and its trim threshold raised, and the
 // runtime runs as usual under them.
 TEST(Launcher, KeepFreedMemoryReachesEveryWorker) {
