@@ -91,21 +91,13 @@ static void destroy_sets(void) {
 }
 
 /* Polling beats sleeping only while no rank of this machine waits for a core (tcp_polling.h). */
-static hvds_result_t set_transport_polling(void) {
-  long long knob = hvds__param_int(HVDS_PARAM_TCP_POLL_US);
-  int machine = 0;
-  if (knob < 0) {
-    hvds_result_t rc = hvds__machine_ranks(rt.world, &machine);
-    if (rc != HVDS_SUCCESS)
-      return hvds__set_error(rc, "rank %d: counting the ranks of this machine failed: %s",
-                             rt.rank, rt.world->error);
-  }
+static void set_transport_polling(void) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int us = hvds__tcp_poll_us(knob, rt.local_size, machine, cores);
+  int us = hvds__tcp_poll_us(hvds__param_int(HVDS_PARAM_TCP_POLL_US), rt.local_size,
+                             rt.machine_ranks, cores);
   HVDS_DEBUG("tcp waits poll %d us: %d ranks on this host, %d on this machine, %ld cores", us,
-             rt.local_size, machine, cores);
+             rt.local_size, rt.machine_ranks, cores);
   hvds__tcp_p2p_set_poll_us(rt.world, us); /* the local and cross views share it */
-  return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
@@ -138,9 +130,10 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
   rt.idle_cycles = 0;
   rt.world_epoch = 0;
+  rt.machine_ranks = 0; /* bootstrap counts them when there are peers */
   rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
   hvds_result_t rc = hvds__bootstrap();
-  if (rc == HVDS_SUCCESS) rc = set_transport_polling();
+  if (rc == HVDS_SUCCESS) set_transport_polling();
   if (rc == HVDS_SUCCESS) hvds__autotune_init();
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_runtime_init(); /* network probe, ZEN seed */
   if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);

@@ -63,19 +63,32 @@ static uint64_t hash_str(const char* s) {
   return h;
 }
 
-/* Learns every rank's host and local rank, builds the local and cross groups. */
+/* This machine's kernel, as a hash of its boot id: network namespaces and containers of one
+ * machine share it. 0 when it cannot be read. */
+static uint64_t machine_id(void) {
+  char id[64] = "";
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f == NULL) return 0;
+  size_t n = fread(id, 1, sizeof id - 1, f);
+  fclose(f);
+  id[strcspn(id, "\n")] = '\0';
+  return n > 0 ? hash_str(id) : 0;
+}
+
+/* Learns every rank's host, local rank and machine, builds the local and cross groups. */
 static hvds_result_t build_groups(const char* host) {
   int n = rt.size;
-  int64_t* info = calloc((size_t)n * 3, sizeof(int64_t));
+  int64_t* info = calloc((size_t)n * 4, sizeof(int64_t));
   size_t* bytes = calloc((size_t)n, sizeof(size_t));
   int* local = calloc((size_t)n, sizeof(int));
   int* cross = calloc((size_t)n, sizeof(int));
   hvds_result_t rc = HVDS_SYSTEM_ERROR;
   if (!info || !bytes || !local || !cross) goto done;
-  info[rt.rank * 3 + 0] = (int64_t)hash_str(host);
-  info[rt.rank * 3 + 1] = rt.local_rank;
-  info[rt.rank * 3 + 2] = rt.local_size;
-  for (int r = 0; r < n; r++) bytes[r] = 3 * sizeof(int64_t);
+  info[rt.rank * 4 + 0] = (int64_t)hash_str(host);
+  info[rt.rank * 4 + 1] = rt.local_rank;
+  info[rt.rank * 4 + 2] = rt.local_size;
+  info[rt.rank * 4 + 3] = (int64_t)machine_id();
+  for (int r = 0; r < n; r++) bytes[r] = 4 * sizeof(int64_t);
   hvds_coll_opts_t o = {(1ull << 39), HVDS_ALGO_AUTO, 0, 0};
   rc = hvds__allgatherv(rt.world, info, bytes, &o);
   if (rc != HVDS_SUCCESS) {
@@ -83,11 +96,14 @@ static hvds_result_t build_groups(const char* host) {
     goto done;
   }
   int nl = 0, nc = 0;
+  const int64_t* me = info + rt.rank * 4;
   rt.homogeneous = 1;
+  rt.machine_ranks = 0;
   for (int r = 0; r < n; r++) {
-    if (info[r * 3] == info[rt.rank * 3]) local[nl++] = r;
-    if (info[r * 3 + 1] == rt.local_rank) cross[nc++] = r;
-    if (info[r * 3 + 2] != info[0 + 2]) rt.homogeneous = 0;
+    if (info[r * 4] == me[0]) local[nl++] = r;
+    if (info[r * 4 + 1] == rt.local_rank) cross[nc++] = r;
+    if (info[r * 4 + 2] != info[0 + 2]) rt.homogeneous = 0;
+    if (me[3] != 0 && info[r * 4 + 3] == me[3]) rt.machine_ranks++;
   }
   rc = hvds__p2p_sub_create(rt.world, local, nl, HVDS_SPACE_LOCAL, &rt.local);
   if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, cross, nc, HVDS_SPACE_CROSS, &rt.cross);

@@ -119,6 +119,7 @@ typedef struct hvds_runtime {
   int generation;                /* init: count of inits in this process */
 
   int rank, size, local_rank, local_size, cross_rank, cross_size, homogeneous; /* init */
+  int machine_ranks; /* init: ranks on this machine's kernel (one boot id); 0 when unknown */
   char job[128];                 /* init: key prefix in the store */
   struct hvds_store* store;      /* init; then coord (fault reports) */
   struct hvds_p2p* world;        /* init; then coord */

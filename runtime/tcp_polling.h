@@ -2,8 +2,6 @@
 #ifndef HVDS_RUNTIME_TCP_POLLING_H_
 #define HVDS_RUNTIME_TCP_POLLING_H_
 
-#include "p2p.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -13,11 +11,6 @@ extern "C" {
  * computes). Ranks on one machine: the larger of this host's local ranks and the ranks that share
  * this machine's kernel. */
 int hvds__tcp_poll_us(long long knob, int local_ranks, int machine_ranks, long cores);
-
-/* Counts the ranks of world that run on this machine's kernel (one boot id: network namespaces
- * and containers of one machine count together), collectively; 0 when this machine's boot id
- * cannot be read (then nobody counts it). */
-hvds_result_t hvds__machine_ranks(hvds_p2p_t* world, int* machine_ranks /* OUT */);
 
 #ifdef __cplusplus
 }
