@@ -163,7 +163,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                              j->overlap,
                              hvds__quant_dtype_ok(j->lay.dtype) ? j->quant_bits : 0,
                              input_steps,
-                             imbalance};
+                             imbalance,
+                             rt.sparse_pack};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select_calibrated(&x, &net, j->calib, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) {
@@ -378,6 +379,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.net.round = rt.net_round;
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
+  o.pack_indices = rt.sparse_pack;
   o.overlap = j->overlap;
   memcpy(o.calib, j->calib, sizeof o.calib);
   return o;

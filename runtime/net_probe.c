@@ -165,6 +165,8 @@ hvds_result_t hvds__sparse_runtime_init(void) {
   }
   rt.sparse_algo = (int)a;
   rt.sparse_detect = hvds__param_int(HVDS_PARAM_SPARSE_DETECT) > 0;
+  int pack = hvds__param_int(HVDS_PARAM_SPARSE_PACK_INDICES);
+  rt.sparse_pack = pack < 0 ? 0 : pack > 0 ? 1 : -1;
   double t0 = hvds__now();
   hvds_result_t rc = hvds__net_probe(rt.world, &rt.net_alpha, &rt.net_beta);
   if (rc == HVDS_SUCCESS) rc = hvds__round_probe(rt.world, rt.net_alpha, &rt.net_round);

@@ -36,7 +36,7 @@ hvds_result_t hvds__round_probe(struct hvds_p2p* world, double alpha, double* ro
 hvds_result_t hvds__sparse_agree_seed(struct hvds_p2p* world, uint64_t* seed /* OUT */);
 
 /* Init step: the probe and the seed into the runtime singleton, and the sparse knobs
- * (HVDSPARSE_SPARSE_ALGORITHM, _SPARSE_DETECT). On failure records the message for
+ * (HVDSPARSE_SPARSE_ALGORITHM, _SPARSE_DETECT, _SPARSE_PACK_INDICES). On failure records the message for
  * hvds_last_error(). */
 hvds_result_t hvds__sparse_runtime_init(void);
 

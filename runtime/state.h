@@ -189,6 +189,8 @@ typedef struct hvds_runtime {
   uint64_t zen_seed;             /* init: ZEN's hash key, rank 0's */
   int sparse_algo;               /* init: hvds_sparse_algo_t from HVDSPARSE_SPARSE_ALGORITHM */
   int sparse_detect;             /* init: HVDSPARSE_SPARSE_DETECT */
+  int sparse_pack;               /* init: hvds_sparse_opts_t.pack_indices from
+                                    HVDSPARSE_SPARSE_PACK_INDICES */
   int hier_mode;                 /* init: hvds_hier_mode_t, how the global allreduce runs */
   double hier_cost[4];           /* init: alpha, beta of the local then cross links (s, s/byte),
                                     identical on every rank (hierarchy.c) */

@@ -22,6 +22,7 @@ typedef struct {
   double alpha, beta, gamma, hash, qenc, qdec;
   double round; /* per synchronizing round, beyond alpha */
   int quant;    /* the gather phase is quantized */
+  int packed;   /* the gather phase's indices are delta-coded (always when quantized) */
 } terms_t;
 
 static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -38,6 +39,7 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   // Quantized: bits per value and a float32 scale per 1024 values (ops/quantize.h).
   t.quant = x->quant_bits == 2 || x->quant_bits == 4 || x->quant_bits == 8;
   t.qrb = t.quant ? x->row * x->quant_bits / 8.0 + x->row / 1024.0 * 4.0 : t.rb;
+  t.packed = t.quant;
   t.idx = x->idx_bytes;
   t.imb = x->imbalance > 1 ? x->imbalance : 1;
   if (t.imb > t.P) t.imb = t.P;
@@ -64,14 +66,14 @@ static double varint_bytes(double v) {
   return b;
 }
 
-/* Index bytes of n entries over len indices in a gather phase: full width, or quantized (where
- * indices travel as delta-coded gaps, sparse_quant.h) the varint of the average gap. */
+/* Index bytes of n entries over len indices in a gather phase: full width, or packed (indices
+ * travel as delta-coded gaps, sparse_quant.h) the varint of the average gap. */
 static double gathered_index(const terms_t* t, double n, double len) {
-  return t->quant ? varint_bytes(n > 0 ? len / n : len) : t->idx;
+  return t->packed ? varint_bytes(n > 0 ? len / n : len) : t->idx;
 }
 
 /* 1 when a reduced stream of n entries over len indices is gathered sparse (the dense switch
- * follows the quantized sizes when quantized, hvds__sparse_qdense_rule). */
+ * follows the packed sizes when packed, hvds__sparse_qdense_rule). */
 static int gathered_sparse(const terms_t* t, double n, double len) {
   return n * (gathered_index(t, n, len) + t->qrb) < len * t->qrb;
 }
@@ -180,7 +182,7 @@ static double cost_dsar(const terms_t* t) {
 }
 
 /* 1 when ZEN's owners pull per entries of a hashed range of part indices as a bitmap: smaller
- * than COO's indices (delta-coded when quantized); the rows cost the same either way. */
+ * than COO's indices (delta-coded when packed); the rows cost the same either way. */
 static int zen_bitmap(const terms_t* t, double per, double part) {
   return part / 8 < per * gathered_index(t, per, t->N);
 }
@@ -217,10 +219,10 @@ static double count_steps(const terms_t* t, double KP, int always) {
   return dense_steps((dense ? t->N : KP) * t->rb);
 }
 
-/* 1 when split-allgather's quantized reduced ranges (KP entries over p2 ranges) are gathered
+/* 1 when split-allgather's packed reduced ranges (KP entries over p2 ranges) are gathered
  * dense (hvds__sparse_qdense_rule). */
 static int sag_dense_ranges(const terms_t* t, double KP) {
-  return t->quant && !gathered_sparse(t, KP / t->p2, t->N / t->p2);
+  return t->packed && !gathered_sparse(t, KP / t->p2, t->N / t->p2);
 }
 
 static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
@@ -262,12 +264,27 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
   }
 }
 
+/* Packing the gather phase: the busiest owner delta-codes its indices and every rank decodes
+ * every owner's, a step per entry each; at full precision the rows are also copied in and out
+ * (dense passes; quantized, quant_cost prices them). */
+static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
+  if (!t->packed || (a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN)) return 0;
+  double KP = hvds__sparse_union(x, t->P), own = KP / t->P, all = KP;
+  if (a == HVDS_SPARSE_SSAR_SAG) {
+    double part = t->N / t->p2, heavy = t->imb * KP / t->p2;
+    own = gathered_sparse(t, heavy, part) ? heavy : 0;
+    all = gathered_sparse(t, KP / t->p2, part) ? KP : 0;
+  }
+  return own + all + (t->quant ? 0 : dense_steps((own + all) * t->rb));
+}
+
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   int always_dense =
       a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR ||
       (a == HVDS_SPARSE_SSAR_SAG && sag_dense_ranges(t, hvds__sparse_union(x, t->P)));
   double input = x->input > 0 ? x->input : 0;
-  return input + algo_steps(a, t, x) + count_steps(t, hvds__sparse_union(x, t->P), always_dense);
+  return input + algo_steps(a, t, x) + pack_steps(a, t, x) +
+         count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }
 
 /* Keyed hashes ZEN computes: every input entry, and with the bitmap pull every owned entry to
@@ -312,9 +329,11 @@ int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net
   return cost_rhd(&t) < cost_ring(&t);
 }
 
-double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
-                         const hvds_sparse_net_t* net) {
+/* Algorithm a's predicted seconds with its gather packed or not. */
+static double cost_as(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                      const hvds_sparse_net_t* net, int packed) {
   terms_t t = terms(x, net);
+  t.packed = t.quant || packed;
   double local = local_cost(a, &t, x);
   switch (a) {
     case HVDS_SPARSE_DENSE:
@@ -332,6 +351,19 @@ double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
     default:
       return DBL_MAX;
   }
+}
+
+int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                       const hvds_sparse_net_t* net) {
+  if (a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN) return 0;
+  if (terms(x, net).quant || x->pack_indices > 0) return 1;
+  if (x->pack_indices < 0) return 0;
+  return cost_as(a, x, net, 1) < cost_as(a, x, net, 0);
+}
+
+double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                         const hvds_sparse_net_t* net) {
+  return cost_as(a, x, net, hvds__sparse_packs(a, x, net));
 }
 
 hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,

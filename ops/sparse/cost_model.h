@@ -69,6 +69,8 @@ typedef struct {
                        ranges, worst rank (hvds__sstream_range_imbalance): the range-partitioned
                        algorithms' (split-allgather's) busiest rank moves and merges that many
                        times the average; ZEN's hashed ranges are even. <= 1: even */
+  int pack_indices; /* split-allgather's and ZEN's gather at full precision with delta-coded
+                       indices: 0 where cheaper (hvds__sparse_packs), 1 always, -1 never */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform
@@ -83,9 +85,16 @@ double hvds__sparse_union(const hvds_sparse_problem_t* x, int m);
 double hvds__sparse_overlap_estimate(int ranks, double k, double union_size);
 
 /* Predicted seconds for algorithm a (not AUTO); net NULL or zero fields: the defaults. Returns a
- * huge value for an id it does not know. */
+ * huge value for an id it does not know. Split-allgather and ZEN are priced with their gather
+ * packed or not, as hvds__sparse_packs says. */
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net);
+
+/* 1 when algorithm a gathers packed blocks (sparse_quant.h: delta-coded indices): split-allgather
+ * and ZEN when quantized, or when x->pack_indices is 1, or when it is 0 and the bytes saved
+ * cost less than the coding (the cheaper of the two predictions); else 0. */
+int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                       const hvds_sparse_net_t* net);
 
 /* 1 when halving-doubling is the cheaper dense allreduce for x, 0 for the ring: the dense
  * baseline runs the one its cost was priced with. */

@@ -37,11 +37,12 @@ enum {
 
 /* FNV-1a over what every rank must pass identically. */
 static uint64_t signature(const hvds_sparse_layout_t* lay, hvds_reduce_op_t op,
-                          hvds_sparse_algo_t algo, int quant_bits) {
-  uint64_t f[7] = {lay->dim,     lay->row,       (uint64_t)lay->dtype, (uint64_t)lay->index_dtype,
-                   (uint64_t)op, (uint64_t)algo, (uint64_t)quant_bits};
+                          hvds_sparse_algo_t algo, int quant_bits, int pack_indices) {
+  uint64_t f[8] = {
+      lay->dim,     lay->row,       (uint64_t)lay->dtype, (uint64_t)lay->index_dtype,
+      (uint64_t)op, (uint64_t)algo, (uint64_t)quant_bits, (uint64_t)(int64_t)pack_indices};
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < 8; i++)
     for (int b = 0; b < 8; b++) h = (h ^ ((f[i] >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
   return h >> 1;  // stays a positive int64 through the allreduce
 }
@@ -94,8 +95,8 @@ static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
   for (int r = 1; r < p->size; r++) {
     if (all[r * SLOTS + S_SIGNATURE] != all[S_SIGNATURE]) {
       snprintf(p->error, sizeof p->error,
-               "sparse allreduce: rank %d passed a different layout, reduce op or algorithm "
-               "than rank 0",
+               "sparse allreduce: rank %d passed a different layout, reduce op, algorithm, "
+               "quant_bits or pack_indices than rank 0",
                r);
       return HVDS_PRECONDITION_ERROR;
     }
@@ -179,20 +180,24 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
                              c->res->overlap,
                              c->quant_bits,
                              (double)c->res->input_steps,
-                             c->res->imbalance};
+                             c->res->imbalance,
+                             0};  // choose() sets the caller's pack_indices
   return x;
 }
 
 /* The forced algorithm, else the cost model's choice for the agreed counts. The dense baseline
- * runs the dense algorithm the model priced, so prediction and run agree. */
+ * runs the dense algorithm the model priced, and the gathers go packed as it priced them, so
+ * prediction and run agree. */
 static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t* o) {
   hvds_sparse_problem_t x = problem(c);
+  x.pack_indices = o->pack_indices;
   hvds_sparse_algo_t a = o->algorithm != HVDS_SPARSE_AUTO ? o->algorithm
                          : !sum_op(c->op)
                              ? HVDS_SPARSE_DENSE
                              : hvds__sparse_select_calibrated(&x, &o->net, c->res->calib, NULL);
   if (a == HVDS_SPARSE_DENSE)
     c->coll.algorithm = hvds__sparse_dense_rhd(&x, &o->net) ? HVDS_ALGO_RHD : HVDS_ALGO_RING;
+  c->packed = c->p->size > 1 && hvds__sparse_packs(a, &x, &o->net);
   return a;
 }
 
@@ -241,16 +246,17 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
   hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
   hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
   uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
-  uint64_t sig = signature(lay, op, o->algorithm, o->quant_bits);
+  uint64_t sig = signature(lay, op, o->algorithm, o->quant_bits, o->pack_indices);
   rc = all != NULL ? preamble(&c, &chk, &in, sig, o, all)
                    : hvds__sparse_nomem(&c, "sparse allreduce");
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);
     HVDS_DEBUG(
         "sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu, overlap %g, "
-        "index-range imbalance %.2f, input steps %zu",
+        "index-range imbalance %.2f, input steps %zu%s",
         hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
-        res->total_nnz, res->overlap, res->imbalance, res->input_steps);
+        res->total_nnz, res->overlap, res->imbalance, res->input_steps,
+        c.packed ? ", gather packed (indices delta-coded)" : "");
     rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);

@@ -52,13 +52,17 @@ typedef struct {
                                    predicted time, <= 0 none; hvds__sparse_select_calibrated);
                                    rank 0's are used on every rank (they travel in the
                                    preamble) */
+  int pack_indices;             /* split-allgather's gather and ZEN's pull at full precision:
+                                   0 delta-codes the indices when the cost model says the bytes
+                                   saved outweigh the coding (slow links), 1 always, -1 never
+                                   (quantized gathers always do); every rank must pass the same */
 } hvds_sparse_opts_t;
 
 /* Default options: AUTO, unknown overlap, default network and seed, no quantization, no
- * corrections. */
-#define HVDS_SPARSE_OPTS_INIT                                     \
-  {                                                               \
-    0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, { 0 } \
+ * corrections, indices delta-coded where the cost model says so. */
+#define HVDS_SPARSE_OPTS_INIT                                        \
+  {                                                                  \
+    0, HVDS_SPARSE_AUTO, {0, 0, 0, 0, 0, 0, 0}, -1.0, 0, 0, 0, {0}, 0 \
   }
 
 typedef struct {

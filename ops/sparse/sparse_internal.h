@@ -25,6 +25,9 @@ typedef struct {
   int quant_bits;            /* the width of the gather phase after the full-precision reduce
                                 (DSAR's and split-allgather's allgather, ZEN's pull): 2, 4, 8;
                                 0: full precision; already 0 for integers and a single rank */
+  int packed;                /* split-allgather's gather and ZEN's pull go as packed blocks
+                                (sparse_quant.h: indices delta-coded; values quantized when
+                                quant_bits is set): hvds__sparse_packs, the same on every rank */
   int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
                                 quantized gather; -1: counted from the result */
 } hvds_sparse_ctx_t;

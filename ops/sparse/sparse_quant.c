@@ -1,5 +1,7 @@
-/* Packed gather blocks with quantized values and delta-coded indices (sparse_quant.h). */
+/* Packed gather blocks: delta-coded indices, values quantized or as they are (sparse_quant.h). */
 #include "sparse_quant.h"
+
+#include <string.h>
 
 #include "quantize.h"
 
@@ -41,10 +43,29 @@ static int delta_decode(const hvds_sparse_layout_t* lay, const unsigned char* in
   return b == len;
 }
 
+/* Bytes of count rows of values in a packed block: quantized at bits, or as they are (0),
+ * padded to 8. */
+static size_t value_bytes(const hvds_sparse_layout_t* lay, size_t count, int bits) {
+  return bits != 0 ? hvds__quant_bytes(count * lay->row, bits)
+                   : hvds__pad8(count * hvds__sparse_row_bytes(lay));
+}
+
+/* Writes the values of n rows at src into dst: quantized at bits, or copied (0). */
+static hvds_result_t encode_values(const hvds_sparse_layout_t* lay, int bits, uint64_t seed,
+                                   const char* src, size_t n, char* dst) {
+  if (bits == 0) {
+    size_t b = n * hvds__sparse_row_bytes(lay);
+    memcpy(dst, src, b);
+    memset(dst + b, 0, hvds__pad8(b) - b);
+    return HVDS_SUCCESS;
+  }
+  return hvds__quant_encode(src, n * lay->row, lay->dtype, bits, seed, dst);
+}
+
 size_t hvds__sparse_qblock_bound(const hvds_sparse_layout_t* lay, const hvds_qblock_shape_t* s,
                                  int bits) {
   size_t head = s->indices ? s->n * VARINT_MAX : s->head;
-  return 2 * sizeof(uint64_t) + hvds__pad8(head) + hvds__quant_bytes(s->n * lay->row, bits);
+  return 2 * sizeof(uint64_t) + hvds__pad8(head) + value_bytes(lay, s->n, bits);
 }
 
 hvds_result_t hvds__sparse_qblock_pack(const hvds_sparse_layout_t* lay, int bits, uint64_t seed,
@@ -58,9 +79,9 @@ hvds_result_t hvds__sparse_qblock_pack(const hvds_sparse_layout_t* lay, int bits
   memcpy(dst, word, sizeof word);
   size_t h = hvds__pad8(word[1]);
   memset(head + word[1], 0, h - word[1]);
-  *bytes = sizeof word + h + hvds__quant_bytes(s->n * lay->row, bits);
+  *bytes = sizeof word + h + value_bytes(lay, s->n, bits);
   if (s->n == 0) return HVDS_SUCCESS;
-  return hvds__quant_encode(rows, s->n * lay->row, lay->dtype, bits, seed, head + h);
+  return encode_values(lay, bits, seed, rows, s->n, head + h);
 }
 
 hvds_result_t hvds__sparse_qblock_unpack(const hvds_sparse_layout_t* lay, int bits, const char* src,
@@ -70,7 +91,7 @@ hvds_result_t hvds__sparse_qblock_unpack(const hvds_sparse_layout_t* lay, int bi
   if (bytes < sizeof word) return HVDS_INTERNAL_ERROR;
   memcpy(word, src, sizeof word);
   const char* head = src + sizeof word;
-  size_t h = hvds__pad8(word[1]), values = hvds__quant_bytes(s->n * lay->row, bits);
+  size_t h = hvds__pad8(word[1]), values = value_bytes(lay, s->n, bits);
   if (word[1] > bytes || sizeof word + h + values != bytes || (!s->indices && word[1] != s->head))
     return HVDS_INTERNAL_ERROR;
   size_t dh = hvds__pad8(s->head), rows = s->n * hvds__sparse_row_bytes(lay);
@@ -84,6 +105,10 @@ hvds_result_t hvds__sparse_qblock_unpack(const hvds_sparse_layout_t* lay, int bi
   memset(dst + dh + rows, 0, hvds__pad8(rows) - rows);
   *nonzero += word[0];
   if (s->n == 0) return HVDS_SUCCESS;
+  if (bits == 0) {
+    memcpy(dst + dh, head + h, rows);
+    return HVDS_SUCCESS;
+  }
   return hvds__quant_decode(head + h, s->n * lay->row, bits, lay->dtype, dst + dh);
 }
 
@@ -94,7 +119,7 @@ size_t hvds__sparse_varint_bytes(uint64_t v) {
 }
 
 int hvds__sparse_qdense_rule(const hvds_sparse_layout_t* lay, size_t n, size_t len, int bits) {
-  size_t dense = hvds__quant_bytes(len * lay->row, bits);
+  size_t dense = value_bytes(lay, len, bits);
   size_t gaps = n * hvds__sparse_varint_bytes(n > 0 ? len / n : len);
-  return len > 0 && dense <= gaps + hvds__quant_bytes(n * lay->row, bits);
+  return len > 0 && dense <= gaps + value_bytes(lay, n, bits);
 }

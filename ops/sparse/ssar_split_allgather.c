@@ -14,13 +14,13 @@
  * Steps: 2 (P2 - 1) for the split, 2 log2(P2) for the allgather, plus fold and unfold.
  * Cost: (P - 1 + L) alpha + (P - 1)/P (k + K) s beta; beats recursive doubling when supports
  * overlap and k is large.
- * Quantized allgather (c->quant_bits 2, 4 or 8; SparCML section 4): each owner reduces its range
- * in full precision, turns it dense when that is smaller with quantized values
- * (hvds__sparse_qdense_rule), and packs it once with its values quantized and its indices exact
- * (sparse_quant.h: indices delta-coded, losslessly); the entry counts and packed sizes are
- * gathered, then the packed ranges, and every rank, the owner included, unpacks them all. The
- * allgather's bytes per entry drop from index + row bytes to about a byte or two of index gap
- * + row * bits / 8.
+ * Packed allgather (c->packed: always with c->quant_bits 2, 4 or 8, SparCML section 4; at full
+ * precision where the cost model says the link is slow enough): each owner reduces its range in
+ * full precision, turns it dense when that is smaller packed (hvds__sparse_qdense_rule), and
+ * packs it once with its indices delta-coded (losslessly) and its values quantized or as they are
+ * (sparse_quant.h); the entry counts and packed sizes are gathered, then the packed ranges, and
+ * every rank, the owner included, unpacks them all. The allgather's bytes per entry drop from
+ * index + row bytes to about a byte or two of index gap + row bytes (row * bits / 8 quantized).
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each range is reduced
  * by one owner (and quantized by it, with a seed every rank derives alike).
  *
@@ -47,10 +47,10 @@ typedef struct {
   size_t *soff, *sbytes;     /* split parts in sbuf */
   size_t *roff, *rbytes;     /* received parts of the own range in rbuf */
   size_t* goff;              /* m + 1 offsets of the reduced parts in gbuf */
-  size_t* qoff;              /* m + 1 offsets of the packed parts (quantized allgather) */
+  size_t* qoff;              /* m + 1 offsets of the packed parts (packed allgather) */
   uint64_t *scount, *rcount; /* entries per part sent / received */
   uint64_t* gcount;          /* entries of every reduced part */
-  uint64_t* gsize;           /* quantized: entries and packed bytes of every reduced part */
+  uint64_t* gsize;           /* packed: entries and packed bytes of every reduced part */
   hvds_sstream_t* parts;     /* views of the received parts */
   char *sbuf, *rbuf, *gbuf;
 } sag_t;
@@ -125,7 +125,7 @@ static hvds_result_t split_reduce(sag_t* x, const hvds_sstream_t* acc, hvds_sstr
     hvds__sstream_view(lay, x->rbuf + x->roff[j], lo, len, x->rcount[j],
                        part_dense(x, x->v, x->rcount[j]), &x->parts[j]);
   rc = hvds__sstream_merge_many(lay, x->parts, x->m, 1, red);
-  if (rc == HVDS_SUCCESS && x->c->quant_bits != 0 && !red->dense &&
+  if (rc == HVDS_SUCCESS && x->c->packed && !red->dense &&
       hvds__sparse_qdense_rule(lay, red->n, len, x->c->quant_bits))
     rc = densify(lay, red);
   if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "ssar_split_allgather");
@@ -150,10 +150,10 @@ static hvds_qblock_shape_t part_shape(const sag_t* x, int j) {
   return (hvds_qblock_shape_t){n, dense ? 0 : n * hvds__sparse_idx_bytes(&x->c->lay), !dense};
 }
 
-/* The allgather of the reduced ranges, quantized: this rank packs its range, the ranges'
+/* The allgather of the reduced ranges, packed: this rank packs its range, the ranges'
  * entry counts and packed sizes are gathered, then the packed ranges, and every one (this
  * rank's too) is unpacked into gbuf. */
-static hvds_result_t gather_quantized(sag_t* x, const hvds_sstream_t* red) {
+static hvds_result_t gather_packed(sag_t* x, const hvds_sstream_t* red) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   int bits = x->c->quant_bits, m = x->m, v = x->v;
   x->gcount[v] = red->n;
@@ -189,7 +189,7 @@ static hvds_result_t gather_quantized(sag_t* x, const hvds_sstream_t* red) {
                                     x->gbuf + x->goff[j], &nonzero);
     if (rc == HVDS_INTERNAL_ERROR)
       snprintf(x->c->p->error, sizeof x->c->p->error,
-               "ssar_split_allgather: the quantized range of virtual rank %d does not decode", j);
+               "ssar_split_allgather: the packed range of virtual rank %d does not decode", j);
   }
   if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
   hvds__sparse_buf_free(mine);
@@ -199,7 +199,7 @@ static hvds_result_t gather_quantized(sag_t* x, const hvds_sstream_t* red) {
 
 /* Allgather of the reduced ranges: counts, then the blocks, by recursive doubling. */
 static hvds_result_t gather(sag_t* x, const hvds_sstream_t* red) {
-  if (x->c->quant_bits != 0) return gather_quantized(x, red);
+  if (x->c->packed) return gather_packed(x, red);
   for (int j = 0; j <= x->m; j++) x->goff[j] = (size_t)j * sizeof(uint64_t);
   x->gcount[x->v] = red->n;
   hvds_result_t rc = hvds__sparse_rd_allgather(x->c, x->map, x->m, x->v, (char*)x->gcount, x->goff);

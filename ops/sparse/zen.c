@@ -15,12 +15,13 @@
  * Steps: 2 (P - 1) for the push, 2 log2 P for the count allgather, P - 1 for the pull.
  * Cost: push (P - 1)/P k s beta; pull (P - 1)/P min(K s, N/8 + K row_bytes) beta: the pull's
  * index cost is bounded by one bit per index of the tensor, whatever P and the density.
- * Quantized pull (c->quant_bits 2, 4 or 8; SparCML section 4): each owner packs its summed
- * partition once with its values quantized and its indices (delta-coded) or bitmap exact
- * (sparse_quant.h); the packed sizes travel with the count allgather, the packed partitions are
- * gathered, and every rank, the owner included, unpacks them all before decoding. The bitmap is
- * then chosen against the delta-coded indices. The push stays in full precision: nothing is summed
- * while quantized.
+ * Packed pull (c->packed: always with c->quant_bits 2, 4 or 8, SparCML section 4; at full
+ * precision where the cost model says the link is slow enough): each owner packs its summed
+ * partition once with its indices delta-coded or its bitmap as it is, and its values quantized or
+ * as they are (sparse_quant.h); the packed sizes travel with the count allgather, the packed
+ * partitions are gathered, and every rank, the owner included, unpacks them all before decoding.
+ * The bitmap is then chosen against the delta-coded indices. The push stays in full precision:
+ * nothing is summed while quantized.
  * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
  * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
@@ -50,7 +51,7 @@ typedef struct {
   int P, r;
   size_t *soff, *sbytes, *roff, *rbytes; /* push blocks */
   size_t *goff, *gbytes;                 /* pull blocks (goff has P + 1 entries) */
-  size_t *qoff, *qbytes;                 /* packed pull blocks (quantized pull) */
+  size_t *qoff, *qbytes;                 /* packed pull blocks */
   uint64_t *scount, *rcount, *cursor;    /* entries per push block */
   uint64_t* gather;                      /* per rank: entries, push imbalance, packed bytes */
   hvds_sstream_t* parts;                 /* views of the received push blocks */
@@ -70,7 +71,7 @@ static size_t bitmap_bytes(const zen_t* x, int j) {
          hvds__pad8(part_entries(x, j) * hvds__sparse_row_bytes(&x->c->lay));
 }
 static int use_bitmap(const zen_t* x, int j) {
-  if (x->c->quant_bits != 0) {  // the rows cost the same; COO's head is delta-coded
+  if (x->c->packed) {  // the rows cost the same; COO's head is delta-coded
     size_t n = part_entries(x, j), gap = n > 0 ? x->c->lay.dim / n : 0;
     return hvds__pad8((range_len(x, j) + 7) / 8) < n * hvds__sparse_varint_bytes(gap);
   }
@@ -180,7 +181,7 @@ static hvds_result_t own_block(zen_t* x, char* dst) {
   return HVDS_SUCCESS;
 }
 
-/* Quantized pull, before the size allgather: this rank's block packed into *mine (its packed
+/* Packed pull, before the size allgather: this rank's block packed into *mine (its packed
  * bytes in *packed); the block itself goes through buffer block. */
 static hvds_result_t pack_own(zen_t* x, char** mine, size_t* packed) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
@@ -200,9 +201,9 @@ static hvds_result_t pack_own(zen_t* x, char** mine, size_t* packed) {
   return rc == HVDS_SYSTEM_ERROR ? hvds__sparse_nomem(x->c, "zen") : rc;
 }
 
-/* The pull's allgather, quantized: the packed blocks (sizes known from the count allgather),
- * every one (this rank's too) unpacked into gbuf at goff. */
-static hvds_result_t gather_quantized(zen_t* x, const char* mine) {
+/* The pull's allgather, packed: the packed blocks (sizes known from the count allgather), every
+ * one (this rank's too) unpacked into gbuf at goff. */
+static hvds_result_t gather_packed(zen_t* x, const char* mine) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   x->qoff[0] = 0;
   for (int j = 0; j < x->P; j++) {
@@ -220,7 +221,7 @@ static hvds_result_t gather_quantized(zen_t* x, const char* mine) {
                                     x->gbuf + x->goff[j], &nonzero);
     if (rc == HVDS_INTERNAL_ERROR)
       snprintf(x->c->p->error, sizeof x->c->p->error,
-               "zen: the quantized partition of rank %d does not decode", j);
+               "zen: the packed partition of rank %d does not decode", j);
   }
   if (rc == HVDS_SUCCESS) x->c->union_rows = (int64_t)nonzero;
   hvds__sparse_buf_free(q);
@@ -233,7 +234,7 @@ static hvds_result_t pull(zen_t* x, double push_imbalance) {
   memcpy(&mine[1], &push_imbalance, sizeof(double));  // travels bit for bit (others add zero)
   char* packed = NULL;
   size_t packed_bytes = 0;
-  hvds_result_t rc = x->c->quant_bits != 0 ? pack_own(x, &packed, &packed_bytes) : HVDS_SUCCESS;
+  hvds_result_t rc = x->c->packed ? pack_own(x, &packed, &packed_bytes) : HVDS_SUCCESS;
   mine[2] = packed_bytes;
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_allgather_u64(x->c, mine, 3, x->gather);
   x->goff[0] = 0;
@@ -245,7 +246,7 @@ static hvds_result_t pull(zen_t* x, double push_imbalance) {
   if (rc == HVDS_SUCCESS && (x->gbuf = hvds__sparse_buf_alloc(x->goff[x->P])) == NULL)
     rc = hvds__sparse_nomem(x->c, "zen");
   if (rc == HVDS_SUCCESS && packed != NULL) {
-    rc = gather_quantized(x, packed);
+    rc = gather_packed(x, packed);
   } else if (rc == HVDS_SUCCESS) {
     rc = own_block(x, x->gbuf + x->goff[x->r]) == HVDS_SUCCESS ? HVDS_SUCCESS
                                                                : hvds__sparse_nomem(x->c, "zen");

@@ -156,9 +156,11 @@ size_t check_quantized(const QCase& cs, bool sparse_out = false) {
 const hvds_sparse_algo_t kGathers[] = {HVDS_SPARSE_DSAR, HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_ZEN};
 
 // A packed block round-trips its head exactly (delta-coded indices of both widths, gaps of 1 to
-// 2^40, or a copied head), and a block of the wrong size or shape is refused.
+// 2^40, or a copied head), with values quantized (8 bits) or as they are (0: every bit kept),
+// and a block of the wrong size or shape is refused.
 TEST(GatherQuantized, PackedBlocksKeepIndicesExactly) {
-  for (hvds_dtype_t it : {HVDS_INT32, HVDS_INT64}) {
+  for (auto [bits, it] : {std::pair{8, HVDS_INT32}, std::pair{8, HVDS_INT64},
+                          std::pair{0, HVDS_INT32}, std::pair{0, HVDS_INT64}}) {
     size_t dim = it == HVDS_INT32 ? ((size_t)1 << 31) - 1 : (size_t)1 << 50;
     hvds_sparse_layout_t lay = {dim, 2, HVDS_FLOAT32, it};
     std::vector<int64_t> idx = {0, 1, 2, 130, 20000, 2000000, (int64_t)dim - 1};
@@ -169,31 +171,35 @@ TEST(GatherQuantized, PackedBlocksKeepIndicesExactly) {
     float* rows = reinterpret_cast<float*>(blk.data() + hvds__pad8(head));
     for (size_t i = 0; i < 2 * n; i++) rows[i] = i == 3 ? 0.0f : (float)i - 4.5f;
     hvds_qblock_shape_t shape = {n, head, 1};
-    std::vector<char> packed(hvds__sparse_qblock_bound(&lay, &shape, 8));
+    std::vector<char> packed(hvds__sparse_qblock_bound(&lay, &shape, bits));
     size_t bytes = 0;
-    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, 8, 7, blk.data(), &shape, packed.data(), &bytes),
+    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, bits, 7, blk.data(), &shape, packed.data(), &bytes),
               HVDS_SUCCESS);
     EXPECT_LE(bytes, packed.size());
     EXPECT_EQ(bytes % 8, 0u);
     std::vector<char> out(blk.size(), 1);
     uint64_t nonzero = 5;
     ASSERT_EQ(
-        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &shape, out.data(), &nonzero),
+        hvds__sparse_qblock_unpack(&lay, bits, packed.data(), bytes, &shape, out.data(), &nonzero),
         HVDS_SUCCESS);
     EXPECT_EQ(nonzero, 5u + n);  // row 1 holds a zero and a non-zero value
     for (size_t i = 0; i < n; i++) EXPECT_EQ(hvds__sparse_idx_get(&lay, out.data(), i), idx[i]);
-    EXPECT_EQ(
-        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes - 8, &shape, out.data(), &nonzero),
-        HVDS_INTERNAL_ERROR);
+    if (bits == 0) {  // values as they are: the rows and their padding, byte for byte
+      EXPECT_TRUE(
+          std::equal(blk.begin() + hvds__pad8(head), blk.end(), out.begin() + hvds__pad8(head)));
+    }
+    EXPECT_EQ(hvds__sparse_qblock_unpack(&lay, bits, packed.data(), bytes - 8, &shape, out.data(),
+                                         &nonzero),
+              HVDS_INTERNAL_ERROR);
     hvds_qblock_shape_t fewer = {n - 1, head - isz, 1};
     EXPECT_EQ(
-        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &fewer, out.data(), &nonzero),
+        hvds__sparse_qblock_unpack(&lay, bits, packed.data(), bytes, &fewer, out.data(), &nonzero),
         HVDS_INTERNAL_ERROR);
     hvds_qblock_shape_t copied = {n, head, 0};  // a head that is copied, not coded
-    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, 8, 7, blk.data(), &copied, packed.data(), &bytes),
+    ASSERT_EQ(hvds__sparse_qblock_pack(&lay, bits, 7, blk.data(), &copied, packed.data(), &bytes),
               HVDS_SUCCESS);
     ASSERT_EQ(
-        hvds__sparse_qblock_unpack(&lay, 8, packed.data(), bytes, &copied, out.data(), &nonzero),
+        hvds__sparse_qblock_unpack(&lay, bits, packed.data(), bytes, &copied, out.data(), &nonzero),
         HVDS_SUCCESS);
     EXPECT_TRUE(std::equal(blk.begin(), blk.begin() + head, out.begin()));
   }
@@ -359,7 +365,7 @@ TEST(GatherQuantized, BadOrMismatchedWidthFailsEveryRank) {
 TEST(QuantCostModel, GatherTermsShrink) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};  // 1 Gbit/s
   for (int P : {2, 3, 4, 8}) {
-    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e5, -1, 0, 0, 0};
+    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e5, -1, 0, 0, 0, 0};
     hvds_sparse_problem_t plain = x;
     double full = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);
     for (int bits : {2, 4, 8}) {
@@ -380,7 +386,7 @@ TEST(QuantCostModel, GatherTermsShrink) {
   }
   // A result that fills in: full-precision DSAR is at best 2x dense, so the selector's pick may
   // be dense; at 4 bits DSAR wins clearly.
-  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4, 0, 0};
+  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4, 0, 0, 0};
   EXPECT_EQ(hvds__sparse_select(&x, &net, nullptr), HVDS_SPARSE_DSAR);
 }
 
@@ -391,7 +397,7 @@ TEST(QuantCostModel, EncodeAndDecodePriced) {
   hvds_sparse_net_t timed = net;
   timed.qenc = 6e-9;
   timed.qdec = 2e-9;
-  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 2e5, 1.0, 4, 0, 0};  // identical supports
+  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 2e5, 1.0, 4, 0, 0, 0};  // identical supports
   double extra = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &timed) -
                  hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);
   EXPECT_NEAR(extra, 1e7 / 4 * 6e-9 + 1e7 * 2e-9, 1e-12);
@@ -413,7 +419,7 @@ TEST(QuantCostModel, EncodeAndDecodePriced) {
 // selector takes DSAR, which adds straight into its dense range.
 TEST(QuantCostModel, DenseQuantizedRangesFavourDsar) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 6e-9, 15e-9, 6e-9, 2e-9, 80e-6};
-  hvds_sparse_problem_t x = {4, 1 << 24, 1, 4, 4, 0.1 * (1 << 24), -1, 4, 0, 0};  // 10% uniform
+  hvds_sparse_problem_t x = {4, 1 << 24, 1, 4, 4, 0.1 * (1 << 24), -1, 4, 0, 0, 0};  // 10% uniform
   EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net),
             hvds__sparse_cost(HVDS_SPARSE_SSAR_SAG, &x, &net));
   x.nnz = 0.01 * (1 << 24);  // 1%: the ranges stay sparse and split-allgather is cheaper

@@ -11,7 +11,7 @@
 namespace {
 
 hvds_sparse_problem_t problem(int P, double N, double density, double overlap = -1) {
-  return {P, N, 1, 4, 4, density * N, overlap, 0, 0, 0};
+  return {P, N, 1, 4, 4, density * N, overlap, 0, 0, 0, 0};
 }
 
 bool is_sparse(hvds_sparse_algo_t a) { return a != HVDS_SPARSE_DENSE && a != HVDS_SPARSE_DSAR; }
@@ -85,6 +85,7 @@ TEST(SparseCostModel, SparcmlRegions) {
   hvds_sparse_net_t aries = {1.5e-6, 1 / 9.5e9, 0, 0, 0, 0, 0};
   const double N = 1 << 24;
   auto x = problem(8, N, 1e-3);
+  x.pack_indices = -1;  // SparCML's algorithms send full-width indices
   EXPECT_EQ(hvds__sparse_select(&x, &aries, nullptr), HVDS_SPARSE_SSAR_RD);
   x = problem(64, N, 5e-2);
   hvds_sparse_algo_t a = hvds__sparse_select(&x, &aries, nullptr);
@@ -228,4 +229,38 @@ TEST(SparseCostModel, RoundLatencyPerSynchronizingRound) {
   // split-allgather's many.
   auto x = problem(4, 1 << 20, 0.001, 0.5);
   EXPECT_EQ(hvds__sparse_select(&x, &slow, nullptr), HVDS_SPARSE_SSAR_RD);
+}
+
+// Split-allgather's and ZEN's gathers delta-code their indices where the bytes saved cost more
+// link time than the coding costs local work: on a 1 Gbit/s link, not on a 100 Gbit/s one with
+// the same local speed. The forced modes win, quantized gathers always pack, and the algorithms
+// without a gather never do. The price is the cheaper of the two.
+TEST(SparseCostModel, PackedGathersWhereTheLinkIsSlow) {
+  hvds_sparse_net_t slow = {10e-6, 1.0 / 125e6, 5e-9, 15e-9, 0, 0, 50e-6};
+  hvds_sparse_net_t fast = slow;
+  fast.beta = 1.0 / 12.5e9;
+  auto x = problem(4, 1 << 24, 0.005, 0.24);
+  for (hvds_sparse_algo_t a : {HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_ZEN}) {
+    EXPECT_EQ(hvds__sparse_packs(a, &x, &slow), 1) << (int)a;
+    EXPECT_EQ(hvds__sparse_packs(a, &x, &fast), 0) << (int)a;
+    auto never = x, always = x, quantized = x;
+    never.pack_indices = -1;
+    always.pack_indices = 1;
+    quantized.pack_indices = -1;
+    quantized.quant_bits = 4;
+    EXPECT_EQ(hvds__sparse_packs(a, &never, &slow), 0);
+    EXPECT_EQ(hvds__sparse_packs(a, &always, &fast), 1);
+    EXPECT_EQ(hvds__sparse_packs(a, &quantized, &fast), 1);
+    for (const hvds_sparse_net_t* net : {&slow, &fast}) {
+      double best = hvds__sparse_cost(a, &x, net);
+      EXPECT_LE(best, hvds__sparse_cost(a, &never, net));
+      EXPECT_LE(best, hvds__sparse_cost(a, &always, net));
+    }
+    EXPECT_LT(hvds__sparse_cost(a, &always, &slow), hvds__sparse_cost(a, &never, &slow));
+  }
+  auto always = x;
+  always.pack_indices = 1;
+  for (hvds_sparse_algo_t a :
+       {HVDS_SPARSE_DENSE, HVDS_SPARSE_ALLGATHER, HVDS_SPARSE_SSAR_RD, HVDS_SPARSE_DSAR})
+    EXPECT_EQ(hvds__sparse_packs(a, &always, &slow), 0) << (int)a;
 }

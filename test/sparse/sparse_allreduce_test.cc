@@ -41,16 +41,15 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 }  // namespace
 
-class SparseAllreduceTest : public ::testing::TestWithParam<Param> {};
-
-TEST_P(SparseAllreduceTest, EveryGeneratorAndLayoutMatchesDenseReference) {
-  auto [algo, P] = GetParam();
+// Every generator and layout through algo on P ranks (pack: hvds_sparse_opts_t.pack_indices).
+static void every_generator_and_layout(hvds_sparse_algo_t algo, int P, int pack) {
   int n = 0;
   for (int g = 0; g < kGenCount; g++) {
     for (const LayoutCase& l : kLayouts) {
       Case cs;
       cs.algo = algo;
       cs.P = P;
+      cs.pack = pack;
       cs.gen = g;
       cs.dim = l.dim;
       cs.row = l.row;
@@ -62,13 +61,35 @@ TEST_P(SparseAllreduceTest, EveryGeneratorAndLayoutMatchesDenseReference) {
       cs.seed = static_cast<uint64_t>(n + 1);
       n++;
       run_case(cs);
-      if (HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
 
+class SparseAllreduceTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(SparseAllreduceTest, EveryGeneratorAndLayoutMatchesDenseReference) {
+  auto [algo, P] = GetParam();
+  every_generator_and_layout(algo, P, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, SparseAllreduceTest,
                          ::testing::Combine(::testing::ValuesIn(kAlgos), ::testing::Range(1, 9)),
+                         param_name);
+
+// Split-allgather's gather and ZEN's pull as packed blocks at full precision (indices
+// delta-coded, values as they are): still exactly the dense reference, on 1 to 8 ranks.
+class SparseAllreducePacked : public ::testing::TestWithParam<Param> {};
+
+TEST_P(SparseAllreducePacked, EveryGeneratorAndLayoutMatchesDenseReference) {
+  auto [algo, P] = GetParam();
+  every_generator_and_layout(algo, P, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(GatheringAlgorithms, SparseAllreducePacked,
+                         ::testing::Combine(::testing::Values(HVDS_SPARSE_SSAR_SAG,
+                                                              HVDS_SPARSE_ZEN),
+                                            ::testing::Range(1, 9)),
                          param_name);
 
 static std::string algo_name(const ::testing::TestParamInfo<hvds_sparse_algo_t>& info) {
@@ -117,12 +138,17 @@ TEST_P(SparseAllreduceDtypes, TinyDimensions) {
   }
 }
 
-// Larger tensors on 8 ranks: every algorithm, skewed (Zipf) and uniform supports.
+// Larger tensors on 8 ranks: every algorithm, skewed (Zipf) and uniform supports, and Zipf
+// with packed gathers.
 class SparseAllreduceLarge : public ::testing::TestWithParam<hvds_sparse_algo_t> {};
 
 TEST_P(SparseAllreduceLarge, EightRanksSkewedAndUniform) {
-  for (int g : {kZipf, kUniform, kOverlap}) {
+  struct {
+    int gen, pack;
+  } runs[] = {{kZipf, 0}, {kUniform, 0}, {kOverlap, 0}, {kZipf, 1}};
+  for (auto [g, pack] : runs) {
     Case cs;
+    cs.pack = pack;
     cs.algo = GetParam();
     cs.P = 8;
     cs.gen = g;
@@ -238,7 +264,7 @@ TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
       uni[p->rank] = res.union_nnz;
       hvds__sparse_result_free(&res);
     });
-    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0};
+    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0, 0};
     hvds_sparse_algo_t want = hvds__sparse_select(&x, nullptr, nullptr);
     picks.insert(want);
     for (int r = 0; r < P; r++) {

@@ -24,7 +24,7 @@ struct Outcome {
 template <typename Make>
 std::vector<Outcome> run(int P, hvds_sparse_algo_t algo, const hvds_sparse_layout_t& lay,
                          hvds_reduce_op_t op, Make make,
-                         const hvds_sparse_layout_t* lay_rank1 = nullptr) {
+                         const hvds_sparse_layout_t* lay_rank1 = nullptr, int pack_rank1 = 0) {
   std::vector<Outcome> out(P);
   auto world = inproc_world(P);
   inproc_spawn(
@@ -38,6 +38,7 @@ std::vector<Outcome> run(int P, hvds_sparse_algo_t algo, const hvds_sparse_layou
         make(p->rank, &idx, &val, &ip, &vp, &nnz);
         hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
         o.algorithm = algo;
+        if (p->rank == 1) o.pack_indices = pack_rank1;
         hvds_sparse_result_t res{};
         const hvds_sparse_layout_t* l = p->rank == 1 && lay_rank1 ? lay_rank1 : &lay;
         out[p->rank].rc = hvds__sparse_allreduce(p, l, ip, vp, nnz, op, &o, &res);
@@ -127,6 +128,21 @@ TEST(SparseErrors, LayoutDisagreementIsAPreconditionError) {
     for (const Outcome& o : out) {
       EXPECT_EQ(o.rc, HVDS_PRECONDITION_ERROR) << o.error;
       EXPECT_NE(o.error.find("rank 1 passed a different layout"), std::string::npos) << o.error;
+    }
+  }
+}
+
+// pack_indices decides how the gathers are encoded: one rank asking otherwise fails them all.
+TEST(SparseErrors, PackingDisagreementIsAPreconditionError) {
+  const hvds_sparse_layout_t lay = {100, 1, HVDS_FLOAT32, HVDS_INT64};
+  for (hvds_sparse_algo_t algo : {HVDS_SPARSE_AUTO, HVDS_SPARSE_ZEN, HVDS_SPARSE_SSAR_SAG}) {
+    for (int pack : {1, -1}) {
+      auto out = run(3, algo, lay, HVDS_SUM, one_bad_rank(-1, 0), nullptr, pack);
+      for (const Outcome& o : out) {
+        EXPECT_EQ(o.rc, HVDS_PRECONDITION_ERROR) << o.error;
+        EXPECT_NE(o.error.find("rank 1 passed a different"), std::string::npos) << o.error;
+        EXPECT_NE(o.error.find("pack_indices"), std::string::npos) << o.error;
+      }
     }
   }
 }

@@ -182,13 +182,15 @@ struct Case {
   bool dense_out = false;
   uint64_t seed = 1;
   double overlap = -1;
+  int pack = 0;  // hvds_sparse_opts_t.pack_indices
 
   std::string str() const {
     return std::string(hvds__sparse_algo_name(algo)) + " P=" + std::to_string(P) + " " +
            gen_name(gen) + " dim=" + std::to_string(dim) + "x" + std::to_string(row) +
            " k=" + std::to_string(k) + " " + hvds_test::dtype_str(dtype) + "/" +
            hvds_test::dtype_str(index_dtype) + " op=" + std::to_string(op) +
-           (dense_out ? " dense_out" : " sparse_out") + " seed=" + std::to_string(seed);
+           (dense_out ? " dense_out" : " sparse_out") + " seed=" + std::to_string(seed) +
+           " pack=" + std::to_string(pack);
   }
 };
 
@@ -275,6 +277,7 @@ inline void run_case(const Case& cs) {
         opts.tag = 7;
         opts.algorithm = cs.algo;
         opts.overlap = cs.overlap;
+        opts.pack_indices = cs.pack;
         o.res.dense_out = cs.dense_out ? dense.data() : nullptr;
         o.rc = hvds__sparse_allreduce(p, &lay, idx.data(), val.data(), ins[p->rank].idx.size(),
                                       hvds_test::op_arg(cs.op), &opts, &o.res);
