@@ -34,7 +34,8 @@ def parse():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--configs", default="none,topk,topk4",
                    help="comma-separated: none, topk, topk4 (top-k + 4-bit quantization), "
-                   "topk-dsar, topk4-dsar (DSAR forced)")
+                   "topk-dsar, topk4-dsar (DSAR forced), topk-unpacked (full-width indices "
+                   "in the gathers: HVDSPARSE_SPARSE_PACK_INDICES=0)")
     p.add_argument("--launcher", default=os.path.join(ROOT, "build", "bin", "hvdsparse"))
     p.add_argument("--keep-freed-memory", action="store_true",
                    help="run every configuration with the launcher's --keep-freed-memory")
@@ -52,9 +53,15 @@ def config_args(name):
     return args
 
 
+def config_env(name):
+    """Launcher flags that set a configuration's environment."""
+    return ["-x", "HVDSPARSE_SPARSE_PACK_INDICES=0"] if name.endswith("-unpacked") else []
+
+
 def run_once(args, launch, name):
     """(final loss, ms/step, mean ms waiting) of one training run."""
-    cmd = launch + [sys.executable, EXAMPLE] + config_args(name) + args.example_args
+    cmd = (launch + config_env(name) + [sys.executable, EXAMPLE] + config_args(name) +
+           args.example_args)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     out = p.stdout + p.stderr
     final = FINAL.search(out)

@@ -22,7 +22,8 @@ typedef struct {
   double alpha, beta, gamma, hash, qenc, qdec;
   double round; /* per synchronizing round, beyond alpha */
   int quant;    /* the gather phase is quantized */
-  int packed;   /* the gather phase's indices are delta-coded (always when quantized) */
+  int packed;   /* indices delta-coded in the stream exchanges and the gather phase (always in
+                   a quantized gather) */
 } terms_t;
 
 static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net) {
@@ -39,7 +40,7 @@ static terms_t terms(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* ne
   // Quantized: bits per value and a float32 scale per 1024 values (ops/quantize.h).
   t.quant = x->quant_bits == 2 || x->quant_bits == 4 || x->quant_bits == 8;
   t.qrb = t.quant ? x->row * x->quant_bits / 8.0 + x->row / 1024.0 * 4.0 : t.rb;
-  t.packed = t.quant;
+  t.packed = 0;  // cost_as sets it
   t.idx = x->idx_bytes;
   t.imb = x->imbalance > 1 ? x->imbalance : 1;
   if (t.imb > t.P) t.imb = t.P;
@@ -64,6 +65,16 @@ static double varint_bytes(double v) {
   double b = 1;
   for (; v >= 128; v /= 128) b++;
   return b;
+}
+
+/* 1 when a stream of n entries over len indices is sparse by the byte rule. */
+static int sparse_stream(const terms_t* t, double n, double len) { return n * t->s < len * t->rb; }
+
+/* Bytes of such a stream as hvds__sparse_xchg sends it: packed (delta-coded indices, values as
+ * they are) when t->packed and sparse, else as it is. */
+static double sent_bytes(const terms_t* t, double n, double len) {
+  if (!t->packed || !sparse_stream(t, n, len)) return stream_bytes(t, n, len);
+  return n * (varint_bytes(n > 0 ? len / n : len) + t->rb);
 }
 
 /* Index bytes of n entries over len indices in a gather phase: full width, or packed (indices
@@ -107,7 +118,7 @@ double hvds__sparse_overlap_estimate(int ranks, double k, double union_size) {
  * input stream, later returns the result. */
 static double fold_cost(const terms_t* t, const hvds_sparse_problem_t* x) {
   if (t->rem == 0) return 0;
-  double in = stream_bytes(t, t->k, t->N), res = stream_bytes(t, hvds__sparse_union(x, t->P), t->N);
+  double in = sent_bytes(t, t->k, t->N), res = sent_bytes(t, hvds__sparse_union(x, t->P), t->N);
   return 4 * t->alpha + 2 * t->round + (in + res) * t->beta;
 }
 
@@ -144,7 +155,7 @@ static double cost_ssar_rd(const terms_t* t, const hvds_sparse_problem_t* x) {
   for (int i = 0; i < t->L; i++) {
     int m = folded_inputs(t) << i;
     double K = hvds__sparse_union(x, m < t->P ? m : t->P);
-    c += 2 * t->alpha + t->round + stream_bytes(t, K, t->N) * t->beta;  // count, then payload
+    c += 2 * t->alpha + t->round + sent_bytes(t, K, t->N) * t->beta;  // count, then payload
   }
   return c;
 }
@@ -264,18 +275,40 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
   }
 }
 
-/* Packing the gather phase: the busiest owner delta-codes its indices and every rank decodes
- * every owner's, a step per entry each; at full precision the rows are also copied in and out
- * (dense passes; quantized, quant_cost prices them). */
+/* Packing and unpacking n entries of a sparse stream exchange (hvds__sparse_xchg, as sent_bytes
+ * counts it): a step per entry each way for the indices, the rows copied in and out. */
+static double xchg_pack_steps(const terms_t* t, double n) {
+  return sparse_stream(t, n, t->N) ? 2 * n + dense_steps(2 * n * t->rb) : 0;
+}
+
+/* Packing: the gather phase's busiest owner delta-codes its indices and every rank decodes every
+ * owner's, a step per entry each, at full precision with the rows copied in and out (dense
+ * passes; quantized, quant_cost prices them); recursive doubling's rounds and the folds pack
+ * what they send and unpack what they receive. */
 static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
-  if (!t->packed || (a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN)) return 0;
-  double KP = hvds__sparse_union(x, t->P), own = KP / t->P, all = KP;
-  if (a == HVDS_SPARSE_SSAR_SAG) {
-    double part = t->N / t->p2, heavy = t->imb * KP / t->p2;
-    own = gathered_sparse(t, heavy, part) ? heavy : 0;
-    all = gathered_sparse(t, KP / t->p2, part) ? KP : 0;
+  if (!t->packed) return 0;
+  double KP = hvds__sparse_union(x, t->P), own = KP / t->P, all = KP, w = 0;
+  if (t->rem > 0 && (a == HVDS_SPARSE_SSAR_RD || a == HVDS_SPARSE_SSAR_SAG))
+    w += xchg_pack_steps(t, t->k) / 2 + xchg_pack_steps(t, KP) / 2;  // one way each
+  switch (a) {
+    case HVDS_SPARSE_SSAR_RD:
+      for (int i = 0; i < t->L; i++) {
+        int m = folded_inputs(t) << i;
+        w += xchg_pack_steps(t, hvds__sparse_union(x, m < t->P ? m : t->P));
+      }
+      return w;
+    case HVDS_SPARSE_SSAR_SAG: {
+      double part = t->N / t->p2, heavy = t->imb * KP / t->p2;
+      own = gathered_sparse(t, heavy, part) ? heavy : 0;
+      all = gathered_sparse(t, KP / t->p2, part) ? KP : 0;
+      break;
+    }
+    case HVDS_SPARSE_ZEN:
+      break;
+    default:
+      return 0;
   }
-  return own + all + (t->quant ? 0 : dense_steps((own + all) * t->rb));
+  return w + own + all + (t->quant ? 0 : dense_steps((own + all) * t->rb));
 }
 
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
@@ -329,11 +362,11 @@ int hvds__sparse_dense_rhd(const hvds_sparse_problem_t* x, const hvds_sparse_net
   return cost_rhd(&t) < cost_ring(&t);
 }
 
-/* Algorithm a's predicted seconds with its gather packed or not. */
+/* Algorithm a's predicted seconds with its streams packed or not. */
 static double cost_as(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                       const hvds_sparse_net_t* net, int packed) {
   terms_t t = terms(x, net);
-  t.packed = t.quant || packed;
+  t.packed = packed;  // hvds__sparse_packs: always for quantized gathers
   double local = local_cost(a, &t, x);
   switch (a) {
     case HVDS_SPARSE_DENSE:
@@ -355,8 +388,8 @@ static double cost_as(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
 
 int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                        const hvds_sparse_net_t* net) {
-  if (a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN) return 0;
-  if (terms(x, net).quant || x->pack_indices > 0) return 1;
+  if (a != HVDS_SPARSE_SSAR_RD && a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN) return 0;
+  if ((a != HVDS_SPARSE_SSAR_RD && terms(x, net).quant) || x->pack_indices > 0) return 1;
   if (x->pack_indices < 0) return 0;
   return cost_as(a, x, net, 1) < cost_as(a, x, net, 0);
 }

@@ -69,8 +69,8 @@ typedef struct {
                        ranges, worst rank (hvds__sstream_range_imbalance): the range-partitioned
                        algorithms' (split-allgather's) busiest rank moves and merges that many
                        times the average; ZEN's hashed ranges are even. <= 1: even */
-  int pack_indices; /* split-allgather's and ZEN's gather at full precision with delta-coded
-                       indices: 0 where cheaper (hvds__sparse_packs), 1 always, -1 never */
+  int pack_indices; /* recursive doubling, split-allgather and ZEN with delta-coded indices on the
+                       wire: 0 where cheaper (hvds__sparse_packs), 1 always, -1 never */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform
@@ -85,14 +85,16 @@ double hvds__sparse_union(const hvds_sparse_problem_t* x, int m);
 double hvds__sparse_overlap_estimate(int ranks, double k, double union_size);
 
 /* Predicted seconds for algorithm a (not AUTO); net NULL or zero fields: the defaults. Returns a
- * huge value for an id it does not know. Split-allgather and ZEN are priced with their gather
+ * huge value for an id it does not know. Recursive doubling, split-allgather and ZEN are priced
  * packed or not, as hvds__sparse_packs says. */
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net);
 
-/* 1 when algorithm a gathers packed blocks (sparse_quant.h: delta-coded indices): split-allgather
- * and ZEN when quantized, or when x->pack_indices is 1, or when it is 0 and the bytes saved
- * cost less than the coding (the cheaper of the two predictions); else 0. */
+/* 1 when algorithm a sends its sparse streams as packed blocks (sparse_quant.h: delta-coded
+ * indices): recursive doubling's rounds and folds, split-allgather's folds and gather, ZEN's pull.
+ * Split-allgather and ZEN when quantized, any of the three when x->pack_indices is 1, or when it
+ * is 0 and the bytes saved cost less than the coding (the cheaper of the two predictions); never
+ * the others (allgather, Horovod's path, stays as it is). */
 int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                        const hvds_sparse_net_t* net);
 

@@ -256,7 +256,7 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
         "index-range imbalance %.2f, input steps %zu%s",
         hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
         res->total_nnz, res->overlap, res->imbalance, res->input_steps,
-        c.packed ? ", gather packed (indices delta-coded)" : "");
+        c.packed ? ", packed (indices delta-coded)" : "");
     rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);

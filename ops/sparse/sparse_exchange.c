@@ -1,13 +1,15 @@
 /* Exchange steps shared by the sparse algorithms (sparse_internal.h). Every payload of unknown
  * size is preceded by its entry count, because the transports need exact receive sizes (MPI's
  * maximum-size receives have no equivalent in Gloo or NCCL). Both sides derive the byte count
- * from the entry count, so empty payloads are simply not sent. */
+ * from the entry count, so empty payloads are simply not sent; a packed stream's bytes travel
+ * with its count. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "reduce.h"
 #include "sparse_internal.h"
+#include "sparse_quant.h"
 
 hvds_result_t hvds__sparse_nomem(hvds_sparse_ctx_t* c, const char* what) {
   return hvds__coll_nomem(c->p, what);
@@ -20,11 +22,80 @@ static hvds_p2p_seg_t copy_seg(const hvds_sparse_ctx_t* c) {
 
 static int real_of(const int* map, int v) { return map != NULL ? map[v] : v; }
 
+/* A sparse stream of n entries as a packed block (sparse_quant.h). */
+static hvds_qblock_shape_t stream_shape(const hvds_sparse_layout_t* lay, size_t n) {
+  return (hvds_qblock_shape_t){n, n * hvds__sparse_idx_bytes(lay), 1};
+}
+
+/* Packs s for xchg_packed: *payload and *bytes to send (a dense stream as it is, a sparse one
+ * packed into *packed, which the caller frees). */
+static hvds_result_t pack_stream(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s,
+                                 char** packed, const char** payload, size_t* bytes) {
+  *packed = NULL, *payload = s->base, *bytes = hvds__sstream_bytes(lay, s->n, s->dense);
+  if (s->dense || s->n == 0) return HVDS_SUCCESS;
+  hvds_qblock_shape_t shape = stream_shape(lay, s->n);
+  if ((*packed = hvds__sparse_buf_alloc(hvds__sparse_qblock_bound(lay, &shape, 0))) == NULL)
+    return HVDS_SYSTEM_ERROR;
+  *payload = *packed;
+  return hvds__sparse_qblock_pack(lay, 0, 0, s->base, &shape, *packed, bytes);
+}
+
+/* hvds__sparse_xchg for c->packed: a sparse payload goes packed (indices delta-coded, values as
+ * they are), a dense one as it is; the entry count travels with the payload's bytes. */
+static hvds_result_t xchg_packed(hvds_sparse_ctx_t* c, int to, const hvds_sstream_t* s, int from,
+                                 size_t lo, size_t len, hvds_sstream_t* r) {
+  const hvds_sparse_layout_t* lay = &c->lay;
+  hvds_p2p_seg_t seg = copy_seg(c);
+  char *packed = NULL, *in = NULL;
+  const char* payload = NULL;
+  uint64_t sh[2] = {0, 0}, rh[2] = {0, 0};  // entries, payload bytes
+  size_t sbytes = 0;
+  hvds_result_t rc = to >= 0 ? pack_stream(lay, s, &packed, &payload, &sbytes) : HVDS_SUCCESS;
+  if (rc != HVDS_SUCCESS) {
+    hvds__sparse_buf_free(packed);
+    return rc == HVDS_SYSTEM_ERROR ? hvds__sparse_nomem(c, "sparse exchange") : rc;
+  }
+  sh[0] = to >= 0 ? s->n : 0, sh[1] = sbytes;
+  rc = hvds__p2p_sendrecv_seg(c->p, to, sh, to >= 0 ? sizeof sh : 0, from, rh,
+                              from >= 0 ? sizeof rh : 0, c->tag, &seg);
+  int dense = rh[0] == len && len > 0;
+  hvds_qblock_shape_t rs = stream_shape(lay, rh[0]);
+  size_t most = dense       ? hvds__sstream_bytes(lay, len, 1)
+                : rh[0] > 0 ? hvds__sparse_qblock_bound(lay, &rs, 0)
+                            : 0;
+  if (rc == HVDS_SUCCESS && from >= 0 &&
+      (rh[0] > len || rh[1] > most || (dense && rh[1] != most))) {
+    snprintf(c->p->error, sizeof c->p->error,
+             "sparse: rank %d announced %llu entries in %llu bytes for a range of %zu", from,
+             (unsigned long long)rh[0], (unsigned long long)rh[1], len);
+    rc = HVDS_INTERNAL_ERROR;
+  }
+  if (rc == HVDS_SUCCESS && from >= 0 &&
+      (hvds__sstream_alloc(lay, lo, len, rh[0], dense, r) != HVDS_SUCCESS ||
+       (!dense && rh[1] > 0 && (in = hvds__sparse_buf_alloc(rh[1])) == NULL)))
+    rc = hvds__sparse_nomem(c, "sparse exchange");
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__p2p_sendrecv_seg(c->p, to, sbytes ? payload : NULL, sbytes, from,
+                                dense ? r->base : in, from >= 0 ? rh[1] : 0, c->tag, &seg);
+  uint64_t nonzero = 0;
+  if (rc == HVDS_SUCCESS && in != NULL &&
+      hvds__sparse_qblock_unpack(lay, 0, in, rh[1], &rs, r->base, &nonzero) != HVDS_SUCCESS) {
+    snprintf(c->p->error, sizeof c->p->error,
+             "sparse: the packed stream from rank %d does not decode", from);
+    rc = HVDS_INTERNAL_ERROR;
+  }
+  hvds__sparse_buf_free(packed);
+  hvds__sparse_buf_free(in);
+  if (rc != HVDS_SUCCESS && r != NULL) hvds__sstream_free(r);
+  return rc;
+}
+
 hvds_result_t hvds__sparse_xchg(hvds_sparse_ctx_t* c, int to, const hvds_sstream_t* s, int from,
                                 size_t lo, size_t len, hvds_sstream_t* r) {
+  if (r != NULL) *r = (hvds_sstream_t){lo, len, 0, 0, NULL, NULL};
+  if (c->packed) return xchg_packed(c, to, s, from, lo, len, r);
   hvds_p2p_seg_t seg = copy_seg(c);
   uint64_t sn = to >= 0 ? s->n : 0, rn = 0;
-  if (r != NULL) *r = (hvds_sstream_t){lo, len, 0, 0, NULL, NULL};
   hvds_result_t rc = hvds__p2p_sendrecv_seg(c->p, to, &sn, to >= 0 ? 8 : 0, from, &rn,
                                             from >= 0 ? 8 : 0, c->tag, &seg);
   if (rc != HVDS_SUCCESS) return rc;

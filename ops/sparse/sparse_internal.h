@@ -25,9 +25,11 @@ typedef struct {
   int quant_bits;            /* the width of the gather phase after the full-precision reduce
                                 (DSAR's and split-allgather's allgather, ZEN's pull): 2, 4, 8;
                                 0: full precision; already 0 for integers and a single rank */
-  int packed;                /* split-allgather's gather and ZEN's pull go as packed blocks
-                                (sparse_quant.h: indices delta-coded; values quantized when
-                                quant_bits is set): hvds__sparse_packs, the same on every rank */
+  int packed;                /* hvds__sparse_packs, the same on every rank: stream exchanges
+                                (hvds__sparse_xchg: recursive doubling's rounds, the folds) and
+                                split-allgather's gather and ZEN's pull go as packed blocks
+                                (sparse_quant.h: indices delta-coded; the gathers' values
+                                quantized when quant_bits is set, the others' as they are) */
   int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
                                 quantized gather; -1: counted from the result */
 } hvds_sparse_ctx_t;
@@ -65,7 +67,7 @@ hvds_result_t hvds__sparse_run_zen(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvd
 hvds_result_t hvds__sparse_nomem(hvds_sparse_ctx_t* c, const char* what);
 
 /* Sends stream s to `to` and receives a stream over [lo, lo + len) from `from` into r: the
- * entry counts travel first, then the payloads. to < 0 sends nothing, from < 0 receives nothing
+ * entry counts travel first, then the payloads (sparse ones packed when c->packed). to < 0 sends nothing, from < 0 receives nothing
  * (r is then left empty). Ranged streams only (dense iff n == len). */
 hvds_result_t hvds__sparse_xchg(hvds_sparse_ctx_t* c, int to, const hvds_sstream_t* s, int from,
                                 size_t lo, size_t len, hvds_sstream_t* r /* OUT */);

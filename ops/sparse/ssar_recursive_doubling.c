@@ -10,7 +10,9 @@
  * Cost: sum over rounds of alpha + min(K_t s, N row_bytes) beta, with K_t the union of 2^t
  * supports: L k s for identical supports, (P - 1) k s for disjoint ones; once the union fills in
  * every later round moves the dense vector, which can cost more than a dense allreduce (the
- * selector avoids that region).
+ * selector avoids that region). Packed (c->packed, where the cost model says the link is slow
+ * enough): every sparse stream swapped, and the folds', goes with its indices delta-coded
+ * (hvds__sparse_xchg), a byte or two per index instead of 4 or 8.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: partners merge the
  * same two streams, and merge(a, b) == merge(b, a).
  *

@@ -339,11 +339,15 @@ static void report(zen_t* x, double push_imbalance) {
   }
   x->c->res->push_imbalance = worst;
   x->c->res->pull_imbalance = total > 0 ? x->P * largest / total : 1.0;
+  size_t pushed = 0;
+  for (int j = 0; j < x->P; j++) pushed += j != x->r ? x->sbytes[j] : 0;
   HVDS_DEBUG(
       "zen: rank %d of %d: push imbalance %.3f here, %.3f worst; owns %llu of %.0f "
-      "entries (pull imbalance %.3f)",
+      "entries (pull imbalance %.3f); pushed %zu bytes, pulls its block as %llu bytes%s",
       x->r, x->P, push_imbalance, worst, (unsigned long long)x->agg.n, total,
-      x->c->res->pull_imbalance);
+      x->c->res->pull_imbalance, pushed,
+      (unsigned long long)(x->c->packed ? x->gather[3 * x->r + 2] : x->gbytes[x->r]),
+      x->c->packed ? " packed" : "");
 }
 
 static int zen_init(zen_t* x, hvds_sparse_ctx_t* c) {

@@ -140,12 +140,14 @@ TEST(SparseCostModel, LocalWorkAddsToTheNetworkAndCanOverrideIt) {
   hvds_sparse_net_t bytes_only = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};
   hvds_sparse_net_t with_work = {10e-6, 1.0 / 125e6, 1.5e-9, 25e-9, 0, 0, 0};
   auto x = problem(4, 1 << 24, 0.1);
+  x.pack_indices = -1;  // priced by bytes alone, packing would win everywhere
   for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
     auto id = (hvds_sparse_algo_t)a;
     double net = hvds__sparse_cost(id, &x, &bytes_only),
            all = hvds__sparse_cost(id, &x, &with_work);
     EXPECT_GT(all, net) << a;
     auto bigger = problem(4, 1 << 24, 0.2);
+    bigger.pack_indices = -1;
     EXPECT_GT(
         hvds__sparse_cost(id, &bigger, &with_work) - hvds__sparse_cost(id, &bigger, &bytes_only),
         all - net)
@@ -181,6 +183,7 @@ TEST(SparseCostModel, InputStepsAddToEveryAlgorithmAlike) {
 TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 2e-9, 10e-9, 0, 0, 0};
   auto even = problem(4, 1 << 24, 0.01, 0.5);
+  even.pack_indices = -1;  // packed, recursive doubling would win either way
   auto skew = even;
   skew.imbalance = 3.5;
   for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
@@ -231,36 +234,42 @@ TEST(SparseCostModel, RoundLatencyPerSynchronizingRound) {
   EXPECT_EQ(hvds__sparse_select(&x, &slow, nullptr), HVDS_SPARSE_SSAR_RD);
 }
 
-// Split-allgather's and ZEN's gathers delta-code their indices where the bytes saved cost more
-// link time than the coding costs local work: on a 1 Gbit/s link, not on a 100 Gbit/s one with
-// the same local speed. The forced modes win, quantized gathers always pack, and the algorithms
-// without a gather never do. The price is the cheaper of the two.
-TEST(SparseCostModel, PackedGathersWhereTheLinkIsSlow) {
+// Recursive doubling's rounds, split-allgather's and ZEN's gathers delta-code their indices where
+// the bytes saved cost more link time than the coding costs local work: on a 1 Gbit/s link, not
+// on a 100 Gbit/s one with the same local speed. The forced modes win, quantized gathers always
+// pack (recursive doubling, which sums as it goes, is never quantized), and the algorithms
+// without packing never do. The price is the cheaper of the two.
+TEST(SparseCostModel, PackedStreamsWhereTheLinkIsSlow) {
   hvds_sparse_net_t slow = {10e-6, 1.0 / 125e6, 5e-9, 15e-9, 0, 0, 50e-6};
   hvds_sparse_net_t fast = slow;
   fast.beta = 1.0 / 12.5e9;
-  auto x = problem(4, 1 << 24, 0.005, 0.24);
-  for (hvds_sparse_algo_t a : {HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_ZEN}) {
-    EXPECT_EQ(hvds__sparse_packs(a, &x, &slow), 1) << (int)a;
-    EXPECT_EQ(hvds__sparse_packs(a, &x, &fast), 0) << (int)a;
-    auto never = x, always = x, quantized = x;
-    never.pack_indices = -1;
-    always.pack_indices = 1;
-    quantized.pack_indices = -1;
-    quantized.quant_bits = 4;
-    EXPECT_EQ(hvds__sparse_packs(a, &never, &slow), 0);
-    EXPECT_EQ(hvds__sparse_packs(a, &always, &fast), 1);
-    EXPECT_EQ(hvds__sparse_packs(a, &quantized, &fast), 1);
-    for (const hvds_sparse_net_t* net : {&slow, &fast}) {
-      double best = hvds__sparse_cost(a, &x, net);
-      EXPECT_LE(best, hvds__sparse_cost(a, &never, net));
-      EXPECT_LE(best, hvds__sparse_cost(a, &always, net));
+  for (int P : {4, 5}) {  // 5: recursive doubling and split-allgather fold
+    auto x = problem(P, 1 << 24, 0.005, 0.24);
+    for (hvds_sparse_algo_t a : {HVDS_SPARSE_SSAR_RD, HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_ZEN}) {
+      EXPECT_EQ(hvds__sparse_packs(a, &x, &slow), 1) << (int)a << " P " << P;
+      EXPECT_EQ(hvds__sparse_packs(a, &x, &fast), 0) << (int)a << " P " << P;
+      auto never = x, always = x, quantized = x;
+      never.pack_indices = -1;
+      always.pack_indices = 1;
+      quantized.pack_indices = -1;
+      quantized.quant_bits = 4;
+      EXPECT_EQ(hvds__sparse_packs(a, &never, &slow), 0);
+      EXPECT_EQ(hvds__sparse_packs(a, &always, &fast), 1);
+      EXPECT_EQ(hvds__sparse_packs(a, &quantized, &fast), a == HVDS_SPARSE_SSAR_RD ? 0 : 1);
+      for (const hvds_sparse_net_t* net : {&slow, &fast}) {
+        double best = hvds__sparse_cost(a, &x, net);
+        EXPECT_LE(best, hvds__sparse_cost(a, &never, net));
+        EXPECT_LE(best, hvds__sparse_cost(a, &always, net));
+      }
+      EXPECT_LT(hvds__sparse_cost(a, &always, &slow), hvds__sparse_cost(a, &never, &slow));
     }
-    EXPECT_LT(hvds__sparse_cost(a, &always, &slow), hvds__sparse_cost(a, &never, &slow));
+    auto always = x;
+    always.pack_indices = 1;
+    for (hvds_sparse_algo_t a : {HVDS_SPARSE_DENSE, HVDS_SPARSE_ALLGATHER, HVDS_SPARSE_DSAR}) {
+      EXPECT_EQ(hvds__sparse_packs(a, &always, &slow), 0) << (int)a;
+      auto never = always;
+      never.pack_indices = -1;
+      EXPECT_EQ(hvds__sparse_cost(a, &always, &slow), hvds__sparse_cost(a, &never, &slow));
+    }
   }
-  auto always = x;
-  always.pack_indices = 1;
-  for (hvds_sparse_algo_t a :
-       {HVDS_SPARSE_DENSE, HVDS_SPARSE_ALLGATHER, HVDS_SPARSE_SSAR_RD, HVDS_SPARSE_DSAR})
-    EXPECT_EQ(hvds__sparse_packs(a, &always, &slow), 0) << (int)a;
 }

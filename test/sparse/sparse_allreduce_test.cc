@@ -77,8 +77,9 @@ INSTANTIATE_TEST_SUITE_P(AllAlgorithms, SparseAllreduceTest,
                          ::testing::Combine(::testing::ValuesIn(kAlgos), ::testing::Range(1, 9)),
                          param_name);
 
-// Split-allgather's gather and ZEN's pull as packed blocks at full precision (indices
-// delta-coded, values as they are): still exactly the dense reference, on 1 to 8 ranks.
+// Recursive doubling's rounds and folds, split-allgather's folds and gather and ZEN's pull as
+// packed blocks at full precision (indices delta-coded, values as they are): still exactly the
+// dense reference, on 1 to 8 ranks.
 class SparseAllreducePacked : public ::testing::TestWithParam<Param> {};
 
 TEST_P(SparseAllreducePacked, EveryGeneratorAndLayoutMatchesDenseReference) {
@@ -86,8 +87,9 @@ TEST_P(SparseAllreducePacked, EveryGeneratorAndLayoutMatchesDenseReference) {
   every_generator_and_layout(algo, P, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(GatheringAlgorithms, SparseAllreducePacked,
-                         ::testing::Combine(::testing::Values(HVDS_SPARSE_SSAR_SAG,
+INSTANTIATE_TEST_SUITE_P(PackingAlgorithms, SparseAllreducePacked,
+                         ::testing::Combine(::testing::Values(HVDS_SPARSE_SSAR_RD,
+                                                              HVDS_SPARSE_SSAR_SAG,
                                                               HVDS_SPARSE_ZEN),
                                             ::testing::Range(1, 9)),
                          param_name);
@@ -254,6 +256,7 @@ TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
       hvds_sparse_layout_t lay = {dim, 1, HVDS_FLOAT32, HVDS_INT32};
       hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
       o.overlap = p->rank == 0 ? w0 : 0.5;
+      o.pack_indices = -1;  // with free coding (no local work priced) packing would always win
       hvds_sparse_result_t res{};
       ASSERT_EQ(hvds__sparse_allreduce(p, &lay, idx.data(), val.data(), in.idx.size(), HVDS_SUM, &o,
                                        &res),
@@ -264,7 +267,7 @@ TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
       uni[p->rank] = res.union_nnz;
       hvds__sparse_result_free(&res);
     });
-    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0, 0};
+    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0, -1};
     hvds_sparse_algo_t want = hvds__sparse_select(&x, nullptr, nullptr);
     picks.insert(want);
     for (int r = 0; r < P; r++) {

@@ -132,10 +132,12 @@ TEST(SparseErrors, LayoutDisagreementIsAPreconditionError) {
   }
 }
 
-// pack_indices decides how the gathers are encoded: one rank asking otherwise fails them all.
+// pack_indices decides how streams are encoded on the wire: one rank asking otherwise fails them
+// all.
 TEST(SparseErrors, PackingDisagreementIsAPreconditionError) {
   const hvds_sparse_layout_t lay = {100, 1, HVDS_FLOAT32, HVDS_INT64};
-  for (hvds_sparse_algo_t algo : {HVDS_SPARSE_AUTO, HVDS_SPARSE_ZEN, HVDS_SPARSE_SSAR_SAG}) {
+  for (hvds_sparse_algo_t algo :
+       {HVDS_SPARSE_AUTO, HVDS_SPARSE_ZEN, HVDS_SPARSE_SSAR_SAG, HVDS_SPARSE_SSAR_RD}) {
     for (int pack : {1, -1}) {
       auto out = run(3, algo, lay, HVDS_SUM, one_bad_rank(-1, 0), nullptr, pack);
       for (const Outcome& o : out) {
