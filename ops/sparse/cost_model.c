@@ -386,17 +386,37 @@ static double cost_as(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
   }
 }
 
+/* Algorithm a's predicted seconds, packed as hvds__sparse_packs decides (*packed): forced, or
+ * priced both ways once and the cheaper taken (ties unpacked). */
+static double priced(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
+                     const hvds_sparse_net_t* net, int* packed) {
+  int forced = -1;  // the model decides
+  if (a != HVDS_SPARSE_SSAR_RD && a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN)
+    forced = 0;
+  else if ((a != HVDS_SPARSE_SSAR_RD && terms(x, net).quant) || x->pack_indices > 0)
+    forced = 1;
+  else if (x->pack_indices < 0)
+    forced = 0;
+  if (forced >= 0) {
+    *packed = forced;
+    return cost_as(a, x, net, forced);
+  }
+  double with = cost_as(a, x, net, 1), without = cost_as(a, x, net, 0);
+  *packed = with < without;
+  return *packed ? with : without;
+}
+
 int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                        const hvds_sparse_net_t* net) {
-  if (a != HVDS_SPARSE_SSAR_RD && a != HVDS_SPARSE_SSAR_SAG && a != HVDS_SPARSE_ZEN) return 0;
-  if ((a != HVDS_SPARSE_SSAR_RD && terms(x, net).quant) || x->pack_indices > 0) return 1;
-  if (x->pack_indices < 0) return 0;
-  return cost_as(a, x, net, 1) < cost_as(a, x, net, 0);
+  int packed;
+  priced(a, x, net, &packed);
+  return packed;
 }
 
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net) {
-  return cost_as(a, x, net, hvds__sparse_packs(a, x, net));
+  int packed;
+  return priced(a, x, net, &packed);
 }
 
 hvds_sparse_algo_t hvds__sparse_select(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,

@@ -67,8 +67,9 @@ hvds_result_t hvds__sparse_run_zen(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvd
 hvds_result_t hvds__sparse_nomem(hvds_sparse_ctx_t* c, const char* what);
 
 /* Sends stream s to `to` and receives a stream over [lo, lo + len) from `from` into r: the
- * entry counts travel first, then the payloads (sparse ones packed when c->packed). to < 0 sends nothing, from < 0 receives nothing
- * (r is then left empty). Ranged streams only (dense iff n == len). */
+ * entry counts travel first, then the payloads (sparse ones packed when c->packed). to < 0 sends
+ * nothing, from < 0 receives nothing (r is then left empty). Ranged streams only (dense iff
+ * n == len). */
 hvds_result_t hvds__sparse_xchg(hvds_sparse_ctx_t* c, int to, const hvds_sstream_t* s, int from,
                                 size_t lo, size_t len, hvds_sstream_t* r /* OUT */);
 
