@@ -11,6 +11,7 @@
 #include "bootstrap.h"
 #include "collectives.h"
 #include "coordinator.h"
+#include "cpu_budget.h"
 #include "handle.h"
 #include "log.h"
 #include "net_probe.h"
@@ -92,11 +93,14 @@ static void destroy_sets(void) {
 
 /* Polling beats sleeping only while no rank of this machine waits for a core (tcp_polling.h). */
 static void set_transport_polling(void) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  hvds_cpu_budget_t cpu = hvds__cpu_budget();
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
   int us = hvds__tcp_poll_us(hvds__param_int(HVDS_PARAM_TCP_POLL_US), rt.local_size,
-                             rt.machine_ranks, cores);
-  HVDS_DEBUG("tcp waits poll %d us: %d ranks on this host, %d on this machine, %ld cores", us,
-             rt.local_size, rt.machine_ranks, cores);
+                             rt.machine_ranks, cpu.cores, online);
+  HVDS_DEBUG(
+      "tcp waits poll %d us: %d ranks on this host, %d on this machine; %d cores usable "
+      "(%d CPUs in the affinity mask, cgroup quota %.2f CPUs, 0 = none), %ld online",
+      us, rt.local_size, rt.machine_ranks, cpu.cores, cpu.cpus, cpu.quota, online);
   hvds__tcp_p2p_set_poll_us(rt.world, us); /* the local and cross views share it */
 }
 

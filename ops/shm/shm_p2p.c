@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_budget.h"
 #include "log.h"
 #include "shm_internal.h"
 
@@ -50,12 +51,9 @@ size_t hvds__shm_ring_default(int size) {
   return ring;
 }
 
-static int online_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
+/* Cores the ranks of this host can keep busy: the affinity mask, capped by a container's CPU
+ * quota (cpu_budget.h). */
+static int online_cpus(void) { return hvds__cpu_budget().cores; }
 
 size_t hvds__shm_coll_default(int size) {
   size_t each = ((size_t)32 << 20) / (size_t)(size > 0 ? size : 1);
