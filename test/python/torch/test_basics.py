@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import hvdsparse.torch as hvd
+from hvdsparse.common.exceptions import HorovodInternalError
 
 
 def test_rank_size_match_launcher():
@@ -79,3 +80,51 @@ def test_static_process_sets_at_init():
         hvd.shutdown()
         hvd.init()
     assert evens.process_set_id is None
+
+
+def test_shutdown_with_operations_in_flight():
+    """Operations still in flight at shutdown fail; what they read and write is dropped by the
+    binding only once the runtime has stopped (before, the coordinator could still be copying
+    into an output the binding had already freed: a crash at exit)."""
+    from hvdsparse.common import basics
+    seen = []
+
+    def hook(event):
+        if event == "shutdown":
+            seen.append(hvd.is_initialized())
+    basics.register_reset_hook(hook)
+    big = torch.ones(1 << 18)
+    handles = []
+    hvd.barrier()
+    try:
+        # Names of this rank alone: no other rank submits them, so they stay in flight.
+        for i in range(8):
+            handles.append(hvd.allgather_async(big, name="inflight.%d.%d" % (hvd.rank(), i)))
+    except HorovodInternalError:
+        pass  # another rank shut down first
+    finally:
+        hvd.shutdown()
+        basics._reset_hooks.remove(hook)
+    assert seen == [False]
+    assert handles or hvd.size() > 1
+    hvd.init()
+
+
+def test_exit_with_operations_in_flight_is_clean(tmp_path):
+    """A script that ends with allgathers in flight exits with status 0 (one rank, no
+    launcher), several times in a row."""
+    import subprocess
+    import sys
+    script = tmp_path / "exit_pending.py"
+    script.write_text(
+        "import torch\n"
+        "import hvdsparse.torch as hvd\n"
+        "hvd.init()\n"
+        "t = torch.randn(1 << 18)\n"
+        "hs = [hvd.allgather_async(t, name='pending.%d' % i) for i in range(24)]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "HVDSPARSE_"))}
+    env.update(HVDSPARSE_SIZE="1", HVDSPARSE_RANK="0")
+    for _ in range(6):
+        done = subprocess.run([sys.executable, str(script)], env=env, timeout=60,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]

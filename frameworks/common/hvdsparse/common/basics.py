@@ -11,11 +11,13 @@ NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 
 _state_lock = threading.RLock()
 _dynamic = False
-_reset_hooks = []  # called after init and before shutdown: fn(event) with event "init"/"shutdown"
+_reset_hooks = []  # called after init and after shutdown: fn(event) with event "init"/"shutdown"
 
 
 def register_reset_hook(fn):
-    """Lets a binding drop per-run state (handle maps, name counters) at init and shutdown."""
+    """Lets a binding drop per-run state (handle maps, name counters) at init and shutdown. The
+    "shutdown" event comes once the runtime has stopped: operations still in flight until then
+    read their inputs and write their outputs, which the binding keeps alive till that point."""
     if fn not in _reset_hooks:
         _reset_hooks.append(fn)
 
@@ -80,15 +82,17 @@ def init(comm=None, process_sets=None):
 
 
 def shutdown():
-    """Stops the runtime; pending operations fail. Safe to call twice and before init."""
+    """Stops the runtime; pending operations fail. Safe to call twice and before init. The
+    bindings drop what pending operations hold (inputs, outputs) only after the runtime has
+    stopped: its thread may be copying into them until then."""
     with _state_lock:
         if _lib._lib is None or not is_initialized():
             return
-        for hook in list(_reset_hooks):
-            hook("shutdown")
+        _lib.lib().hvds_shutdown()
         from hvdsparse.common import process_sets as ps_mod
         ps_mod._before_shutdown()
-        _lib.lib().hvds_shutdown()
+        for hook in list(_reset_hooks):
+            hook("shutdown")
 
 
 atexit.register(shutdown)
