@@ -44,6 +44,10 @@ class Comm:
         self.log.append(("ag", index))
         return h, ctx
 
+    def done(self, pending):
+        """True when the operation behind pending has finished (wait() will not block)."""
+        return mpi_ops.poll(pending[0])
+
     def wait(self, pending):
         handle, ctx = pending
         return self.compression.decompress(mpi_ops.synchronize(handle), ctx)
@@ -111,6 +115,10 @@ class Bucket:
         assert self.ag is None
         self.ag = comm.allgather(self.index, shard, self._ag_name)
         self.generation = generation
+
+    def all_gathered(self, comm):
+        """True when the all-gather has arrived (wait_ag() will not block)."""
+        return self.ag is not None and comm.done(self.ag)
 
     def wait_ag(self, comm):
         """Blocks until the all-gather is done; returns the flat reduced gradient (padded)."""

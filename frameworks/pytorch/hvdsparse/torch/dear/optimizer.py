@@ -146,8 +146,9 @@ class _DearMixin:
                 self._traced.append(module)
             return
         table = self._module_buckets if torch.is_grad_enabled() else self._subtree_buckets
-        for i in table.get(id(module), ()):
-            self._apply(i)
+        due = [i for i in table.get(id(module), ()) if self._buckets[i].pending()]
+        if due:
+            self._apply(due, early=True)
 
     def _grad_ready(self, p):
         pid = id(p)
@@ -177,21 +178,33 @@ class _DearMixin:
             self._next_rs -= 1
 
     # ---- applying updates ----
-    def _apply(self, i):
-        b = self._buckets[i]
-        if not b.pending():           # nothing gathered, or generation already applied
-            return
-        flat = b.wait_ag(self._comm)
-        self._step_on(b.plan.slots, flat, self._hparams)
+    def _apply(self, due, early=False):
+        """Waits for the all-gathers of the buckets in due and runs the optimizer once over
+        them. early: also over every later bucket whose all-gather has already arrived. Those
+        buckets' modules come later in the forward, so their update still lands before it is
+        read; and one optimizer call instead of one per bucket saves most of what a call costs
+        beyond its arithmetic."""
+        take = [i for i in due if self._buckets[i].pending()]
+        if early and take:
+            last = max(take)
+            take += [b.index for b in self._buckets[last + 1:]
+                     if b.pending() and b.all_gathered(self._comm)]
+        if take:
+            parts = [(self._buckets[i].plan.slots, self._buckets[i].wait_ag(self._comm))
+                     for i in take]
+            self._step_on(parts, self._hparams)
 
-    def _step_on(self, slots, flat, hparams):
-        """Runs the wrapped optimizer's own step() on just these parameters, with the averaged
-        gradients (views of flat) and the hyper-parameters snapshotted at step(). p.grad and the
-        user's param_groups are left as they were."""
-        ids = {id(s.param) for s in slots}
-        saved = [(s.param, s.param.grad) for s in slots]
-        for s in slots:
-            s.param.grad = flat[s.offset:s.offset + s.numel].view_as(s.param)
+    def _step_on(self, parts, hparams):
+        """Runs the wrapped optimizer's own step() on just the parameters of parts, pairs of
+        (slots, flat averaged gradient), with the averaged gradients (views of flat) and the
+        hyper-parameters snapshotted at step(). p.grad and the user's param_groups are left as
+        they were."""
+        ids, saved = set(), []
+        for slots, flat in parts:
+            for s in slots:
+                ids.add(id(s.param))
+                saved.append((s.param, s.param.grad))
+                s.param.grad = flat[s.offset:s.offset + s.numel].view_as(s.param)
         restricted = []
         for g, hp in zip(self.param_groups, hparams):
             sub = [p for p in g["params"] if id(p) in ids]
@@ -214,8 +227,7 @@ class _DearMixin:
         parameters by hand and at the end of training; forwards (any grad mode),
         model.state_dict() and optimizer.state_dict() need none. Rank-local: it only waits for
         all-gathers that every rank started in step()."""
-        for i in range(len(self._buckets or ())):
-            self._apply(i)
+        self._apply(range(len(self._buckets or ())))
 
     # ---- step ----
     def _check_params(self):
