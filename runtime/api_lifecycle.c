@@ -105,6 +105,7 @@ static void set_transport_polling(void) {
 }
 
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
+  if (hvds__forked_copy()) return HVDS_SUCCESS;  // initialized, as a copy: queries answer
   pthread_mutex_lock(&rt.life_mu);
   if (atomic_load(&rt.initialized)) {
     pthread_mutex_unlock(&rt.life_mu);
@@ -157,6 +158,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
     HVDS_ERROR("initialization failed: %s", last_error);
     return rc;
   }
+  rt.owner_pid = getpid();
   atomic_store(&rt.initialized, 1);
   HVDS_INFO("hvdsparse initialized: rank %d of %d", rt.rank, rt.size);
   pthread_mutex_unlock(&rt.life_mu);
@@ -165,7 +167,18 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
 
 hvds_result_t hvds_init(void) { return hvds_init_with_process_sets(NULL, NULL, 0); }
 
+int hvds__forked_copy(void) { return rt.owner_pid != 0 && getpid() != rt.owner_pid; }
+
+hvds_result_t hvds__forked_error(const char* what) {
+  return hvds__set_error(HVDS_INVALID_USAGE,
+                         "%s: this process (pid %d) was forked from rank %d (pid %d) after "
+                         "hvd.init(); a forked process cannot communicate: collectives run only "
+                         "in the process that called init",
+                         what, (int)getpid(), rt.rank, (int)rt.owner_pid);
+}
+
 hvds_result_t hvds_shutdown(void) {
+  if (hvds__forked_copy()) return HVDS_SUCCESS;  // the parent's runtime is not ours to stop
   pthread_mutex_lock(&rt.life_mu);
   if (!atomic_load(&rt.initialized)) {
     pthread_mutex_unlock(&rt.life_mu);
@@ -177,6 +190,7 @@ hvds_result_t hvds_shutdown(void) {
   pthread_mutex_unlock(&rt.qmu);
   pthread_join(rt.thread, NULL);
   atomic_store(&rt.initialized, 0);
+  rt.owner_pid = 0;
   pthread_mutex_lock(&rt.qmu);
   destroy_sets();
   free(rt.timeline_request);
@@ -220,6 +234,7 @@ int hvds_hwloc_built(void) {
 }
 
 hvds_result_t hvds_start_timeline(const char* path, int mark_cycles) {
+  if (hvds__forked_copy()) return hvds__forked_error("start_timeline");
   if (!atomic_load(&rt.initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
   if (path == NULL || path[0] == '\0')
@@ -236,6 +251,7 @@ hvds_result_t hvds_start_timeline(const char* path, int mark_cycles) {
 }
 
 hvds_result_t hvds_stop_timeline(void) {
+  if (hvds__forked_copy()) return hvds__forked_error("stop_timeline");
   if (!atomic_load(&rt.initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
   pthread_mutex_lock(&rt.qmu);

@@ -25,6 +25,7 @@ static const char* const kDuplicateText =
 
 /* Checks that apply to every enqueue; on failure records the message and returns the code. */
 static hvds_result_t check_ready(int32_t ps, const char* what) {
+  if (hvds__forked_copy()) return hvds__forked_error(what);
   if (!atomic_load(&rt.initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
   if (atomic_load(&rt.shut_down)) {

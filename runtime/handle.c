@@ -140,6 +140,10 @@ void hvds__handle_table_free(void) {
 /* ---- public API ---- */
 
 int hvds_poll(hvds_handle_t id) {
+  if (hvds__forked_copy()) {  // the handle's operation runs, if at all, in the parent
+    hvds__forked_error("poll");
+    return -1;
+  }
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
   int r = h ? h->done : -1;
@@ -165,6 +169,7 @@ static int run_cycles_while_pending(hvds_handle_t id, double deadline) {
 }
 
 hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
+  if (hvds__forked_copy()) return hvds__forked_error("synchronize");  // no coordinator here
   if (timeout_ms != 0)
     hvds__served_itself =
         run_cycles_while_pending(id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
@@ -196,6 +201,7 @@ hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
 }
 
 const char* hvds_handle_error(hvds_handle_t id) {
+  if (hvds__forked_copy()) return hvds_last_error();  // why the wait failed here
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
   const char* m = (h && h->message) ? h->message : "";
@@ -253,6 +259,7 @@ int32_t hvds_handle_join_rank(hvds_handle_t id) {
 }
 
 void hvds_release(hvds_handle_t id) {
+  if (hvds__forked_copy()) return;  // the parent's table, maybe locked when it forked
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
   if (h != NULL) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "include/hvdsparse.h"
 #include "message.h"
@@ -117,6 +118,8 @@ typedef struct hvds_runtime {
   _Atomic int shut_down;         /* coord: loop ended; enqueue fails after this */
   _Atomic int shutdown_requested;/* any: ask every rank to stop */
   int generation;                /* init: count of inits in this process */
+  pid_t owner_pid;               /* init: the process that ran init; a process forked from it
+                                    holds a copy of this state, not the runtime (forked copy) */
 
   int rank, size, local_rank, local_size, cross_rank, cross_size, homogeneous; /* init */
   int machine_ranks; /* init: ranks on this machine's kernel (one boot id); 0 when unknown */
@@ -213,6 +216,13 @@ void hvds__coord_wake_lazy_locked(void);
 #define OPT_HAS(o, field) ((o)->size >= offsetof(hvds_op_options_t, field) + sizeof((o)->field))
 
 double hvds__now(void); /* monotonic seconds */
+
+/* 1 in a process forked after init (a data loader's worker, a plain fork): its copy of the
+ * runtime has no coordinator thread, and its connections and shared memory belong to the parent,
+ * so it must neither run, wait for nor stop anything. Queries (rank, size) still answer. */
+int hvds__forked_copy(void);
+/* Records why an operation of such a process cannot run; returns HVDS_INVALID_USAGE. */
+hvds_result_t hvds__forked_error(const char* what);
 /* Records the message of a failed API call for hvds_last_error(); returns rc. */
 hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));

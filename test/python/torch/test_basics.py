@@ -128,3 +128,39 @@ def test_exit_with_operations_in_flight_is_clean(tmp_path):
         done = subprocess.run([sys.executable, str(script)], env=env, timeout=60,
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_forked_child_cannot_communicate_and_leaves_the_job_intact():
+    """A process forked after init (a data loader's worker, a plain fork) answers queries, fails
+    collectives with a clear error, and its shutdown (atexit's, at its exit) leaves the parent's
+    runtime running: it holds a copy of the runtime, whose connections are the parent's."""
+    import json
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(r)
+            info = {"rank": hvd.rank(), "size": hvd.size(), "error": None}
+            try:
+                hvd.allreduce(torch.ones(2), name="from.child")
+            except Exception as e:  # noqa: BLE001 - reported to the parent
+                info["error"] = "%s: %s" % (type(e).__name__, e)
+            hvd.shutdown()  # what atexit runs when a forked child exits normally
+            info["initialized_after_shutdown"] = hvd.is_initialized()
+            os.write(w, json.dumps(info).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as f:
+        info = json.loads(f.read())
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert (info["rank"], info["size"]) == (hvd.rank(), hvd.size())
+    assert info["error"] is not None
+    assert "forked from rank %d" % hvd.rank() in info["error"], info["error"]
+    # The parent's runtime is untouched.
+    assert hvd.is_initialized()
+    t = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum, name="after.fork")
+    assert t.tolist() == [float(sum(range(1, hvd.size() + 1)))] * 3
