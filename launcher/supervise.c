@@ -280,6 +280,12 @@ int hvds__supervise(hvds_supervisor_t* sv) {
             "causing the job to be terminated. The first process to do so was:\n"
             "Process name: %d\nExit code: %d\n",
             w->rank, exit_code(w));
+    // A rank that stopped first with a reason (an uncaught exception) said why through the
+    // store: it is the cause, even when a peer exited before it.
+    char key[160], why[700];
+    snprintf(key, sizeof(key), "hvds/%s/stop_first", sv->job->job_id);
+    if (sv->store != NULL && hvds__store_server_get(sv->store, key, why, sizeof(why)))
+      fprintf(stderr, "%s\n", why);
     return 1;
   }
   return st.stop_signal ? 128 + st.stop_signal : 0;

@@ -19,6 +19,7 @@
 #include "param.h"
 #include "process_set.h"
 #include "state.h"
+#include "store/store.h"
 #include "tcp/tcp_p2p.h"
 #include "tcp_polling.h"
 #include "timeline.h"
@@ -115,6 +116,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   atomic_store(&rt.shut_down, 0);
   atomic_store(&rt.shutdown_requested, 0);
   rt.fatal[0] = '\0';
+  rt.stop_reason[0] = '\0';
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
@@ -177,6 +179,35 @@ hvds_result_t hvds__forked_error(const char* what) {
                          what, (int)getpid(), rt.rank, (int)rt.owner_pid);
 }
 
+hvds_result_t hvds_set_shutdown_reason(const char* reason) {
+  if (hvds__forked_copy()) return HVDS_SUCCESS;
+  pthread_mutex_lock(&rt.life_mu);
+  snprintf(rt.stop_reason, sizeof rt.stop_reason, "%s", reason ? reason : "");
+  pthread_mutex_unlock(&rt.life_mu);
+  return HVDS_SUCCESS;
+}
+
+/* The first rank that stops with a reason tells the job (hvds__stop_reason_of_peer reads it),
+ * before its peers learn that it stops. Not once the runtime has failed: its store may be out of
+ * reach then, and the failure has its own explanation. */
+static void publish_stop_reason(void) {
+  if (!rt.stop_reason[0] || rt.store == NULL || rt.size <= 1 || atomic_load(&rt.shut_down))
+    return;
+  char key[256], text[700];
+  int64_t order = 0;
+  snprintf(key, sizeof key, "%s/g%d/stop_count", rt.job, rt.generation);
+  if (hvds__store_add(rt.store, key, 1, &order) != HVDS_SUCCESS || order != 1) return;
+  int n = snprintf(text, sizeof text, "Rank %d stopped first, %s.", rt.rank, rt.stop_reason);
+  size_t len = n < (int)sizeof text ? (size_t)n : sizeof text - 1;
+  snprintf(key, sizeof key, "%s/g%d/stop_first", rt.job, rt.generation);
+  hvds__store_set(rt.store, key, text, len);
+  // The launcher's copy (it names the first worker to exit, which need not be this one).
+  snprintf(key, sizeof key, "hvds/%s/stop_count", rt.job);
+  if (hvds__store_add(rt.store, key, 1, &order) != HVDS_SUCCESS || order != 1) return;
+  snprintf(key, sizeof key, "hvds/%s/stop_first", rt.job);
+  hvds__store_set(rt.store, key, text, len);
+}
+
 hvds_result_t hvds_shutdown(void) {
   if (hvds__forked_copy()) return HVDS_SUCCESS;  // the parent's runtime is not ours to stop
   pthread_mutex_lock(&rt.life_mu);
@@ -184,6 +215,7 @@ hvds_result_t hvds_shutdown(void) {
     pthread_mutex_unlock(&rt.life_mu);
     return HVDS_SUCCESS;
   }
+  publish_stop_reason();
   pthread_mutex_lock(&rt.qmu);
   atomic_store(&rt.shutdown_requested, 1);
   hvds__coord_wake_locked();

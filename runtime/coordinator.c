@@ -224,12 +224,27 @@ static int coord_loop(long* cycles) {
   return result;
 }
 
+/* After a stop that a peer asked for: which rank stopped first and why, when one said so
+ * (hvds_set_shutdown_reason; published before its stop), into rt.fatal, which every operation
+ * the stop fails or refuses then quotes. */
+static void learn_peer_stop_reason(void) {
+  if (rt.store == NULL || rt.size <= 1 || atomic_load(&rt.shutdown_requested)) return;
+  char key[256];
+  void* val = NULL;
+  size_t len = 0;
+  snprintf(key, sizeof key, "%s/g%d/stop_first", rt.job, rt.generation);
+  if (hvds__store_get(rt.store, key, 0, &val, &len) == HVDS_SUCCESS)
+    snprintf(rt.fatal, sizeof rt.fatal, "%.*s", (int)len, (const char*)val);
+  free(val);
+}
+
 void* hvds__coord_main(void* arg) {
   (void)arg;
   long cycles = 0;
   double began = hvds__now();
   int result = coord_loop(&cycles);
   hvds__cycle_drop_rest(); /* its entries are still pending: failed below */
+  if (result >= 0) learn_peer_stop_reason();
   atomic_store(&rt.shut_down, 1);
   HVDS_INFO("coordinator stopped after %ld cycles in %.1f s", cycles, hvds__now() - began);
   if (result < 0) {
@@ -238,10 +253,13 @@ void* hvds__coord_main(void* arg) {
     hvds__p2p_abort(rt.local); /* shared memory: its own segment, its own failure flag */
     hvds__coord_fail_all(HVDS_REMOTE_ERROR, rt.fatal);
   } else {
-    hvds__coord_fail_all(HVDS_SHUT_DOWN,
-                         "Horovod has been shut down. This was caused by an exception on one of "
-                         "the ranks or an attempt to allreduce, allgather or broadcast a tensor "
-                         "after one of the ranks finished execution.");
+    char message[1400];
+    snprintf(message, sizeof message,
+             "Horovod has been shut down. This was caused by an exception on one of the ranks or "
+             "an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+             "finished execution.%s%s",
+             rt.fatal[0] ? " " : "", rt.fatal);
+    hvds__coord_fail_all(HVDS_SHUT_DOWN, message);
   }
   return NULL;
 }

@@ -198,6 +198,7 @@ typedef struct hvds_runtime {
   double hier_cost[4];           /* init: alpha, beta of the local then cross links (s, s/byte),
                                     identical on every rank (hierarchy.c) */
   char fatal[1024];              /* coord: why the runtime stopped (root cause first) */
+  char stop_reason[512];         /* any: why this rank stops (hvds_set_shutdown_reason) */
 } hvds_runtime_t;
 
 extern hvds_runtime_t hvds__rt;

@@ -141,6 +141,11 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
 
 /* Stops the coordinator; pending operations fail with HVDS_SHUT_DOWN. Safe to call twice. */
 hvds_result_t hvds_shutdown(void);
+/* Says why this rank is about to stop, before hvds_shutdown(): e.g. "after an uncaught
+ * RuntimeError: ...". The first rank of the job to stop with a reason publishes it, and the
+ * operations its peers still had pending fail naming it ("... Rank 1 stopped first, after an
+ * uncaught RuntimeError: ..."). NULL or "" clears it; cleared again at init. */
+hvds_result_t hvds_set_shutdown_reason(const char* reason);
 int hvds_is_initialized(void);
 
 /* The message of the last failed call on this thread (thread-local, valid until the next call). */

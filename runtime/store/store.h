@@ -52,6 +52,9 @@ hvds_result_t hvds__store_server_start(const char* bind_addr, int port, const ch
 /* Sets a key from inside the serving process (e.g. the launcher records a failed rank). */
 hvds_result_t hvds__store_server_set(hvds_store_server_t* srv, const char* key, const void* val,
                                      size_t len);
+/* Copies the value of key, read from inside the serving process, into out (at most cap - 1 bytes,
+ * NUL-terminated); returns 1, or 0 when the key is absent. */
+int hvds__store_server_get(hvds_store_server_t* srv, const char* key, char* out, size_t cap);
 /* Number of connections refused for a wrong secret or a bad first message (for tests and logs). */
 int hvds__store_server_refused(hvds_store_server_t* srv);
 /* Stops the thread, closes every connection, frees everything. Accepts NULL. */

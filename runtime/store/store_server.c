@@ -506,6 +506,21 @@ fail:
   return HVDS_SYSTEM_ERROR;
 }
 
+int hvds__store_server_get(hvds_store_server_t* srv, const char* key, char* out, size_t cap) {
+  if (srv == NULL || key == NULL || out == NULL || cap == 0) return 0;
+  const void* val = NULL;
+  size_t len = 0;
+  pthread_mutex_lock(&srv->mu);
+  int found = hvds__store_table_get(&srv->table, key, strlen(key), &val, &len);
+  if (found) {
+    if (len > cap - 1) len = cap - 1;
+    memcpy(out, val, len);
+    out[len] = '\0';
+  }
+  pthread_mutex_unlock(&srv->mu);
+  return found;
+}
+
 hvds_result_t hvds__store_server_set(hvds_store_server_t* srv, const char* key, const void* val,
                                      size_t len) {
   if (srv == NULL || key == NULL || (len && val == NULL)) return HVDS_INVALID_ARGUMENT;

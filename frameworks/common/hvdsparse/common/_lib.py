@@ -103,6 +103,7 @@ _SIGNATURES = {
     "hvds_init": (_I, []),
     "hvds_init_with_process_sets": (_I, [_I32P, _I32P, _I32]),
     "hvds_shutdown": (_I, []),
+    "hvds_set_shutdown_reason": (_I, [_c.c_char_p]),
     "hvds_is_initialized": (_I, []),
     "hvds_last_error": (_c.c_char_p, []),
     "hvds_result_str": (_c.c_char_p, [_I]),
@@ -155,7 +156,8 @@ _SIGNATURES = {
                                 _I32P]),
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
-_OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback"}
+_OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback",
+             "hvds_set_shutdown_reason"}
 
 _LIBNAME = "libhvdsparse.so"
 _lock = threading.Lock()

@@ -2,6 +2,7 @@
 import atexit
 import ctypes
 import os
+import sys
 import threading
 
 from hvdsparse.common import _lib
@@ -95,7 +96,30 @@ def shutdown():
             hook("shutdown")
 
 
-atexit.register(shutdown)
+def exit_reason():
+    """Why the interpreter is ending, for the peers' errors: the uncaught exception that ends
+    the script ("after an uncaught RuntimeError: ..."), or None for a plain end."""
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if exc is None or isinstance(exc, SystemExit):
+        return None
+    text = ("%s: %s" % (type(exc).__name__, exc)) if str(exc) else type(exc).__name__
+    text = " ".join(text.split())
+    return "after an uncaught %s" % (text if len(text) <= 300 else text[:297] + "...")
+
+
+def _shutdown_at_exit():
+    """atexit: the runtime stops with the script; an uncaught exception is named to the peers
+    whose operations the stop fails."""
+    with _state_lock:
+        if _lib._lib is None or not is_initialized():
+            return
+        reason = exit_reason()
+        if reason and _lib.has("hvds_set_shutdown_reason"):
+            _lib.lib().hvds_set_shutdown_reason(reason.encode("utf-8", "replace"))
+    shutdown()
+
+
+atexit.register(_shutdown_at_exit)
 
 
 def is_initialized():
