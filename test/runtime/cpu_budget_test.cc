@@ -32,6 +32,11 @@ class CpuBudget : public ::testing::Test {
     full += path;
     std::ofstream(full) << text;
   }
+  // A v1 cgroup directory's quota (microseconds per 100 ms period; -1: none).
+  void WriteV1(const std::string& dir, const std::string& quota_us) {
+    Write(dir + "/cpu.cfs_quota_us", quota_us + "\n");
+    Write(dir + "/cpu.cfs_period_us", "100000\n");
+  }
   hvds_cpu_budget_t Budget(int cpus, const std::string& cgroup, const std::string& mountinfo) {
     return hvds__cpu_budget_from(cpus, cgroup.c_str(), mountinfo.c_str(), root_.c_str());
   }
@@ -42,19 +47,24 @@ const char kV2Mount[] =
     "30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 "
     "rw,nsdelegate\n";
 
-TEST_F(CpuBudget, V2ContainerQuotaRoundsUp) {
-  Write("/sys/fs/cgroup/cpu.max", "150000 100000\n");
-  hvds_cpu_budget_t b = Budget(8, "0::/\n", kV2Mount);
-  EXPECT_DOUBLE_EQ(b.quota, 1.5);
-  EXPECT_EQ(b.cpus, 8);
-  EXPECT_EQ(b.cores, 2);
-}
-
-TEST_F(CpuBudget, V2WithoutLimitKeepsTheMask) {
-  Write("/sys/fs/cgroup/cpu.max", "max 100000\n");
-  hvds_cpu_budget_t b = Budget(8, "0::/\n", kV2Mount);
-  EXPECT_EQ(b.quota, 0);
-  EXPECT_EQ(b.cores, 8);
+TEST_F(CpuBudget, V2ContainerQuotaCapsTheMaskRoundedUp) {
+  struct {
+    const char* cpu_max;
+    int cpus;
+    double quota;
+    int cores;
+  } cases[] = {
+      {"150000 100000", 8, 1.5, 2},  // 1.5 CPUs keep 2 cores busy part of the time
+      {"max 100000", 8, 0, 8},       // no limit
+      {"800000 100000", 2, 8.0, 2},  // a quota above the mask leaves the mask
+  };
+  for (const auto& c : cases) {
+    Write("/sys/fs/cgroup/cpu.max", std::string(c.cpu_max) + "\n");
+    hvds_cpu_budget_t b = Budget(c.cpus, "0::/\n", kV2Mount);
+    EXPECT_DOUBLE_EQ(b.quota, c.quota) << c.cpu_max;
+    EXPECT_EQ(b.cpus, c.cpus);
+    EXPECT_EQ(b.cores, c.cores) << c.cpu_max;
+  }
 }
 
 TEST_F(CpuBudget, V2ParentLimitBindsTheChild) {
@@ -69,13 +79,6 @@ TEST_F(CpuBudget, V2ParentLimitBindsTheChild) {
   EXPECT_EQ(Budget(64, "0::/kubepods/pod1/ctr\n", kV2Mount).cores, 3);
 }
 
-TEST_F(CpuBudget, V2QuotaAboveTheMaskKeepsTheMask) {
-  Write("/sys/fs/cgroup/cpu.max", "800000 100000\n");
-  hvds_cpu_budget_t b = Budget(2, "0::/\n", kV2Mount);
-  EXPECT_DOUBLE_EQ(b.quota, 8.0);
-  EXPECT_EQ(b.cores, 2);
-}
-
 TEST_F(CpuBudget, V1ContainerSeesItsCgroupAsTheMountRoot) {
   // Hybrid layout: cpu and cpuacct mounted together; the container's mount shows its own
   // cgroup (/docker/abc) as the root, so its quota files sit at the mount point.
@@ -83,8 +86,7 @@ TEST_F(CpuBudget, V1ContainerSeesItsCgroupAsTheMountRoot) {
       "41 33 0:37 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
       "rw,cpu,cpuacct\n"
       "42 33 0:38 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n";
-  Write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "50000\n");
-  Write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  WriteV1("/sys/fs/cgroup/cpu,cpuacct", "50000");
   hvds_cpu_budget_t b =
       Budget(16, "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n", mounts);
   EXPECT_DOUBLE_EQ(b.quota, 0.5);
@@ -95,10 +97,8 @@ TEST_F(CpuBudget, V1UnlimitedAndCpuacctAloneAreNoLimit) {
   const std::string mounts =
       "41 33 0:37 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
       "43 33 0:39 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n";
-  Write("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
-  Write("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
-  Write("/sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "10000\n");  // not the cpu controller
-  Write("/sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n");
+  WriteV1("/sys/fs/cgroup/cpu", "-1");
+  WriteV1("/sys/fs/cgroup/cpuacct", "10000");  // not the cpu controller
   hvds_cpu_budget_t b = Budget(4, "3:cpuacct:/\n2:cpu:/\n", mounts);
   EXPECT_EQ(b.quota, 0);
   EXPECT_EQ(b.cores, 4);
@@ -108,8 +108,7 @@ TEST_F(CpuBudget, V1AndV2TogetherTakeTheSmaller) {
   const std::string mounts =
       std::string("41 33 0:37 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n") +
       "30 25 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
-  Write("/sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", "300000\n");
-  Write("/sys/fs/cgroup/cpu/job/cpu.cfs_period_us", "100000\n");
+  WriteV1("/sys/fs/cgroup/cpu/job", "300000");
   Write("/sys/fs/cgroup/unified/job/cpu.max", "200000 100000\n");
   hvds_cpu_budget_t b = Budget(32, "2:cpu:/job\n0::/job\n", mounts);
   EXPECT_DOUBLE_EQ(b.quota, 2.0);
