@@ -19,6 +19,7 @@ range.
 
     python3 bench/sparse_sweep.py --cluster 4x1gbit [--build build] [--out DIR]
     python3 bench/sparse_sweep.py --np 4                (loopback)
+    python3 bench/sparse_sweep.py --cluster 8x10gbit --grid wide --plot
 
 --cluster brings up namespace hosts with test/cluster/cluster.sh (root) and takes them down.
 Writes DIR/sparse_sweep.csv (every row of every job) and prints one line per point.
@@ -38,6 +39,9 @@ ROOT = os.path.dirname(HERE)
 POINTS = [(n, 1, d, g) for n in ("1M", "16M") for d in (0.001, 0.01, 0.1)
           for g in ("uniform", "zipf", "overlap")] + [("256K", 64, 0.01, "uniform"),
                                                       ("256K", 64, 0.01, "zipf")]
+# --grid wide: the density range of issue 6's sweep, 0.01% to 50%, at N = 2^20.
+WIDE = [("1M", 1, d, g) for d in (0.0001, 0.001, 0.01, 0.1, 0.5)
+        for g in ("uniform", "zipf", "overlap")]
 
 
 def parse():
@@ -59,6 +63,11 @@ def parse():
     p.add_argument("--blocks", action="store_true",
                    help="time each algorithm's operations together, not interleaved")
     p.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
+    p.add_argument("--grid", choices=["selector", "wide"], default="selector",
+                   help="selector: the 20 points of the selector's line (0.1-10%%, 2^20 and "
+                   "2^24, rows); wide: 0.01%% to 50%% at 2^20")
+    p.add_argument("--plot", action="store_true",
+                   help="also write DIR/sparse_sweep.png (bench/sparse_plot.py; matplotlib)")
     args = p.parse_args()
     if args.warmup < 1:
         p.error("--warmup must be at least 1: the first operation of a name teaches the overlap")
@@ -121,7 +130,8 @@ def main():
         launch = [launcher, "run", "-np", hosts] + cluster.launcher_flags()
     else:
         launch = [launcher, "run", "-np", str(args.np)]
-    points = [("64K", 1, 0.01, "uniform"), ("64K", 1, 0.1, "zipf")] if args.quick else POINTS
+    points = ([("64K", 1, 0.01, "uniform"), ("64K", 1, 0.1, "zipf")] if args.quick else
+              WIDE if args.grid == "wide" else POINTS)
     every, worst = [], 0.0
     try:
         print("N,row,density,generator,best,best_ms,pick,pick_ms,pick/best,overlap,"
@@ -147,6 +157,11 @@ def main():
         w.writeheader()
         w.writerows(every)
     print("# worst pick/best over %d points: %.2f (line: at most 1.10)" % (len(points), worst))
+    if args.plot:
+        import sparse_plot
+        where = args.cluster or "loopback, np %d" % args.np
+        sparse_plot.plot(every, os.path.join(out_dir, "sparse_sweep.png"),
+                         "sparse allreduce, %s: every algorithm and the selector's pick" % where)
 
 
 if __name__ == "__main__":

@@ -184,15 +184,15 @@ class _DearMixin:
         buckets' modules come later in the forward, so their update still lands before it is
         read; and one optimizer call instead of one per bucket saves most of what a call costs
         beyond its arithmetic."""
-        take = [i for i in due if self._buckets[i].pending()]
-        if early and take:
-            last = max(take)
-            take += [b.index for b in self._buckets[last + 1:]
-                     if b.pending() and b.all_gathered(self._comm)]
-        if take:
-            parts = [(self._buckets[i].plan.slots, self._buckets[i].wait_ag(self._comm))
-                     for i in take]
-            self._step_on(parts, self._hparams)
+        take = [self._buckets[i] for i in due if self._buckets[i].pending()]
+        if not take:
+            return
+        parts = [(b.plan.slots, b.wait_ag(self._comm)) for b in take]
+        if early:  # what arrived while this rank waited, too
+            parts += [(b.plan.slots, b.wait_ag(self._comm))
+                      for b in self._buckets[max(b.index for b in take) + 1:]
+                      if b.pending() and b.all_gathered(self._comm)]
+        self._step_on(parts, self._hparams)
 
     def _step_on(self, parts, hparams):
         """Runs the wrapped optimizer's own step() on just the parameters of parts, pairs of
