@@ -8,8 +8,9 @@
  *   Reduce: the owner merges the P2 parts of its range in a fixed tree order.
  *   Allgather: recursive doubling, first of the reduced parts' entry counts, then of the parts
  *     themselves, into one buffer in range order; the blocks are disjoint and ascending, so the
- *     result is their concatenation (dense if the byte rule says so over [0, N)). Dense blocks are
- *     kept whole: no entry is ever dropped (SparCML's re-sparsification drops |v| <= 1e-8).
+ *     result is their concatenation (dense if the byte rule says so over [0, N), or if any block
+ *     is dense). Dense blocks are kept whole: no entry is ever dropped (SparCML's
+ *     re-sparsification drops |v| <= 1e-8), and none is made up from a dense block's zeros.
  *   Unfold: the result goes back to the ranks that sat out.
  * Steps: 2 (P2 - 1) for the split, 2 log2(P2) for the allgather, plus fold and unfold.
  * Cost: (P - 1 + L) alpha + (P - 1)/P (k + K) s beta; beats recursive doubling when supports
@@ -232,12 +233,18 @@ static void place_block(const sag_t* x, const hvds_sstream_t* b, hvds_sstream_t*
   memcpy(ov + e * rb, bv, b->n * rb);
 }
 
-/* The result over [0, N): the gathered blocks in range order, dense by the byte rule. */
+/* The result over [0, N): the gathered blocks in range order, dense by the byte rule, and
+ * dense whenever a block is: a dense block no longer says which of its positions some rank sent,
+ * and a sparse result must hold exactly those (not the others, with zeros). */
 static hvds_result_t assemble(sag_t* x, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   uint64_t total = 0;
-  for (int j = 0; j < x->m; j++) total += x->gcount[j];
-  int dense = hvds__sparse_dense_rule(lay, total, lay->dim);
+  int dense_block = 0;
+  for (int j = 0; j < x->m; j++) {
+    total += x->gcount[j];
+    dense_block |= part_dense(x, j, x->gcount[j]);
+  }
+  int dense = dense_block || hvds__sparse_dense_rule(lay, total, lay->dim);
   if (hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out) != HVDS_SUCCESS)
     return hvds__sparse_nomem(x->c, "ssar_split_allgather");
   if (dense) memset(out->base, 0, lay->dim * hvds__sparse_row_bytes(lay));

@@ -302,9 +302,11 @@ inline void run_case(const Case& cs) {
           << "rank " << r << " element " << i << " (index " << i / cs.row << ")";
     }
     if (!cs.dense_out && !o.is_dense) {
-      // Every input index is in the sparse result (nothing dropped, even if it summed to 0).
+      // The sparse result holds exactly the input indices: nothing dropped (even if it summed
+      // to 0), nothing added (a position no rank sent, with a zero).
       std::set<int64_t> got(o.indices.begin(), o.indices.end());
       for (int64_t x : ref.support) ASSERT_TRUE(got.count(x)) << "index " << x << " dropped";
+      for (int64_t x : got) ASSERT_TRUE(ref.support.count(x)) << "index " << x << " added";
     }
     // The union size: the support less the rows that summed to zero, on every rank; the overlap
     // the model was given is rank 0's (here every rank's).
