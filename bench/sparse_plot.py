@@ -75,7 +75,7 @@ def plot(rows, path, title):
                       title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 

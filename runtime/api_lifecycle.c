@@ -187,7 +187,7 @@ hvds_result_t hvds_set_shutdown_reason(const char* reason) {
   return HVDS_SUCCESS;
 }
 
-/* The first rank that stops with a reason tells the job (hvds__stop_reason_of_peer reads it),
+/* The first rank that stops with a reason tells the job (the coordinator of a peer reads it),
  * before its peers learn that it stops. Not once the runtime has failed: its store may be out of
  * reach then, and the failure has its own explanation. */
 static void publish_stop_reason(void) {

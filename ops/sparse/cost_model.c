@@ -236,6 +236,13 @@ static int sag_dense_ranges(const terms_t* t, double KP) {
   return t->packed && !gathered_sparse(t, KP / t->p2, t->N / t->p2);
 }
 
+/* 1 when split-allgather's result is dense: its heaviest range turns dense on the way (the
+ * stream byte rule; ssar_split_allgather.c then returns every position), or its packed ranges
+ * are gathered dense. */
+static int sag_dense_result(const terms_t* t, double KP) {
+  return sag_dense_ranges(t, KP) || !sparse_stream(t, t->imb * KP / t->p2, t->N / t->p2);
+}
+
 static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
   switch (a) {
@@ -256,6 +263,8 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       // Quantized ranges that turn dense: the owner densifies its range, and every rank unpacks
       // N rows into the gather buffer, then zeroes the result and copies them in.
       if (sag_dense_ranges(t, KP)) w += dense_steps(Nb * (3.0 + 1.0 / t->p2));
+      // A dense result: N rows zeroed, the gathered ranges copied in.
+      else if (sag_dense_result(t, KP)) w += dense_steps(Nb * 2.0);
       return w;
     }
     case HVDS_SPARSE_DSAR:  // split, merge one range's blocks, the dense range and result
@@ -314,7 +323,7 @@ static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   int always_dense =
       a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR ||
-      (a == HVDS_SPARSE_SSAR_SAG && sag_dense_ranges(t, hvds__sparse_union(x, t->P)));
+      (a == HVDS_SPARSE_SSAR_SAG && sag_dense_result(t, hvds__sparse_union(x, t->P)));
   double input = x->input > 0 ? x->input : 0;
   return input + algo_steps(a, t, x) + pack_steps(a, t, x) +
          count_steps(t, hvds__sparse_union(x, t->P), always_dense);
