@@ -32,6 +32,14 @@ hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms,
 /* Atomically adds delta to the integer stored at key (absent = 0); *result gets the new value. */
 hvds_result_t hvds__store_add(hvds_store_t* s, const char* key, int64_t delta,
                               int64_t* result /* OUT */);
+/* As set and add, giving up after timeout_ms without a reply (< 0: never). A request that timed
+ * out breaks the connection (its late reply would answer the next request): it returns
+ * HVDS_TIMEOUT, and every later call fails at once (hvds__store_lost() says why). For requests
+ * that must not hold up their caller, such as those made while a rank stops. */
+hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const void* val, size_t len,
+                                     int timeout_ms);
+hvds_result_t hvds__store_add_within(hvds_store_t* s, const char* key, int64_t delta,
+                                     int64_t* result /* OUT */, int timeout_ms);
 /* Deletes every key that starts with prefix. */
 hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix);
 /* The IPv4 address this client's connection leaves from ("a.b.c.d" into out), which is the

@@ -124,7 +124,12 @@ static hvds_result_t rpc(hvds_store_t* s, const hvds_store_msg_t* req, int64_t d
   HVDS_CHECK(hvds__store_encode(req, &s->out));
   HVDS_CHECK(send_all(s, s->out.data, s->out.len));
   size_t frame_len;
-  HVDS_CHECK(recv_frame(s, deadline, &frame_len));
+  hvds_result_t rc = recv_frame(s, deadline, &frame_len);
+  if (rc == HVDS_TIMEOUT) {  // its late reply would answer the next request: stop here
+    connection_lost(s, "the store did not answer a request in time");
+    return HVDS_TIMEOUT;
+  }
+  if (rc != HVDS_SUCCESS) return rc;
   if (hvds__store_decode(s->in.data + HVDS_STORE_HEADER, frame_len - HVDS_STORE_HEADER,
                          reply) != HVDS_SUCCESS) {
     HVDS_WARN("store: undecodable reply from server");
@@ -265,7 +270,15 @@ fail:
   return rc;
 }
 
+/* Milliseconds from now to a deadline for rpc(); < 0: none. */
+static int64_t deadline_in(int timeout_ms) { return timeout_ms < 0 ? -1 : now_ms() + timeout_ms; }
+
 hvds_result_t hvds__store_set(hvds_store_t* s, const char* key, const void* val, size_t len) {
+  return hvds__store_set_within(s, key, val, len, -1);
+}
+
+hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const void* val, size_t len,
+                                     int timeout_ms) {
   if (s == NULL || key == NULL) return HVDS_INVALID_ARGUMENT;
   hvds_store_msg_t req = {0}, reply;
   req.type = HVDS_STORE_MSG_SET;
@@ -274,7 +287,7 @@ hvds_result_t hvds__store_set(hvds_store_t* s, const char* key, const void* val,
   req.val = val;
   req.val_len = len;
   pthread_mutex_lock(&s->mu);
-  hvds_result_t rc = rpc(s, &req, -1, &reply);
+  hvds_result_t rc = rpc(s, &req, deadline_in(timeout_ms), &reply);
   if (rc == HVDS_SUCCESS && reply.type != HVDS_STORE_MSG_OK) rc = HVDS_SYSTEM_ERROR;
   pthread_mutex_unlock(&s->mu);
   return rc;
@@ -316,6 +329,11 @@ hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms, 
 }
 
 hvds_result_t hvds__store_add(hvds_store_t* s, const char* key, int64_t delta, int64_t* result) {
+  return hvds__store_add_within(s, key, delta, result, -1);
+}
+
+hvds_result_t hvds__store_add_within(hvds_store_t* s, const char* key, int64_t delta,
+                                     int64_t* result, int timeout_ms) {
   if (s == NULL || key == NULL) return HVDS_INVALID_ARGUMENT;
   hvds_store_msg_t req = {0}, reply;
   req.type = HVDS_STORE_MSG_ADD;
@@ -323,7 +341,7 @@ hvds_result_t hvds__store_add(hvds_store_t* s, const char* key, int64_t delta, i
   req.key_len = strlen(key);
   req.num = delta;
   pthread_mutex_lock(&s->mu);
-  hvds_result_t rc = rpc(s, &req, -1, &reply);
+  hvds_result_t rc = rpc(s, &req, deadline_in(timeout_ms), &reply);
   if (rc == HVDS_SUCCESS && reply.type != HVDS_STORE_MSG_INT) rc = HVDS_SYSTEM_ERROR;
   if (rc == HVDS_SUCCESS && result != NULL) *result = reply.num;
   pthread_mutex_unlock(&s->mu);

@@ -431,4 +431,75 @@ TEST_F(StoreTest, ClientDisconnectWhileWaiting) {
   hvds__store_close(s2);
 }
 
+// A store that accepts one client, answers its HELLO and then never answers again.
+class MuteStore {
+ public:
+  MuteStore() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] {
+      fd_ = accept(listen_fd_, nullptr, nullptr);
+      uint8_t buf[256];
+      if (fd_ < 0 || read(fd_, buf, sizeof(buf)) <= 0) return;  // the HELLO
+      hvds_store_msg_t ok = Msg(HVDS_STORE_MSG_OK);
+      std::vector<uint8_t> reply = Encode(ok);
+      FreeMsg(&ok);
+      EXPECT_EQ(write(fd_, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+    });
+  }
+  ~MuteStore() {
+    thread_.join();
+    if (fd_ >= 0) close(fd_);
+    close(listen_fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int listen_fd_ = -1, fd_ = -1, port_ = 0;
+  std::thread thread_;
+};
+
+TEST(StoreTimeouts, AnUnansweredRequestTimesOutAndBreaksTheConnection) {
+  MuteStore mute;
+  hvds_store_t* s = nullptr;
+  char err[256];
+  ASSERT_EQ(hvds__store_connect("127.0.0.1", mute.port(), kSecret, 5000, &s, err, sizeof(err)),
+            HVDS_SUCCESS)
+      << err;
+  auto start = std::chrono::steady_clock::now();
+  int64_t n = 0;
+  EXPECT_EQ(hvds__store_add_within(s, "count", 1, &n, 300), HVDS_TIMEOUT);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(took, 0.29);
+  EXPECT_LT(took, 5.0);
+  // A late reply would answer the next request: the connection is given up instead.
+  ASSERT_NE(hvds__store_lost(s), nullptr);
+  EXPECT_NE(std::string(hvds__store_lost(s)).find("did not answer"), std::string::npos);
+  start = std::chrono::steady_clock::now();
+  EXPECT_EQ(hvds__store_set_within(s, "k", "v", 1, -1), HVDS_SYSTEM_ERROR);
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 0.1);  // at once, even without a deadline
+  hvds__store_close(s);
+}
+
+TEST_F(StoreTest, BoundedRequestsWorkLikeTheOthers) {
+  hvds_store_t* s = Connect();
+  int64_t n = 0;
+  EXPECT_EQ(hvds__store_add_within(s, "c", 2, &n, 1000), HVDS_SUCCESS);
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(hvds__store_set_within(s, "k", "v", 1, 1000), HVDS_SUCCESS);
+  hvds_result_t rc;
+  EXPECT_EQ(Get(s, "k", 0, &rc), "v");
+  EXPECT_EQ(rc, HVDS_SUCCESS);
+  EXPECT_EQ(hvds__store_lost(s), nullptr);
+  hvds__store_close(s);
+}
+
 }  // namespace
