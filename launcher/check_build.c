@@ -2,9 +2,11 @@
  * A framework counts when its hvdsparse binding imports with python3 in the environment workers
  * get; the tensor operations and components are the ones this build runs. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "include/hvdsparse.h"
@@ -39,7 +41,12 @@
 #define BUILT_NCCL 0
 #endif
 
-/* 1 when `python3 -c 'import <module>'` succeeds in a worker's environment (output discarded). */
+/* Seconds an import may take: a framework such as TensorFlow takes several on a loaded machine,
+ * but check-build must answer, not hang. */
+#define IMPORT_SECONDS 60
+
+/* 1 when `python3 -c 'import <module>'` succeeds in a worker's environment (output discarded),
+ * 0 when it fails, -1 when it did not finish within IMPORT_SECONDS (then it is killed). */
 static int python_imports(const char* module) {
   hvds_run_args_t args = {0};
   hvds_env_list_t env = {0};
@@ -64,19 +71,38 @@ static int python_imports(const char* module) {
   hvds__env_list_free(&env);
   if (pid < 0) return 0;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
+  struct timespec tick = {0, 20 * 1000000L};
+  for (int waited_ms = 0;; waited_ms += 20) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (r < 0) return 0;
+    if (waited_ms >= IMPORT_SECONDS * 1000) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0) {
+      }
+      return -1;
+    }
+    nanosleep(&tick, NULL);
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-static const char* mark(int yes) { return yes ? "[X]" : "[ ]"; }
+static const char* mark(int yes) { return yes > 0 ? "[X]" : "[ ]"; }
+
+/* One framework's line; an import that did not finish says so. */
+static void framework_line(const char* name, int yes) {
+  printf("    %s %s", mark(yes), name);
+  if (yes < 0) printf(" (import did not finish within %d s)", IMPORT_SECONDS);
+  printf("\n");
+}
 
 int hvds__launcher_check_build(void) {
   int tf = python_imports("hvdsparse.tensorflow");
   int torch = python_imports("hvdsparse.torch");
   printf("hvdsparse v%s:\n\n", HVDS_VERSION_STRING);
-  printf("Available Frameworks:\n    %s TensorFlow\n    %s PyTorch\n    [ ] MXNet\n\n", mark(tf),
-         mark(torch));
+  printf("Available Frameworks:\n");
+  framework_line("TensorFlow", tf);
+  framework_line("PyTorch", torch);
+  printf("    [ ] MXNet\n\n");
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
   /* NCCL counts as a tensor operation once the runtime runs device tensors through it; until
    * then the built kernels and backend are listed as components only (docs/gpu.md). */

@@ -520,7 +520,7 @@ TEST(EndToEnd, BadCommandLineAndCheckBuild) {
   r = RunLauncher({"--version"});
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("0.1.0"), std::string::npos);
-  r = RunLauncher({"check-build"}, 120);
+  r = RunLauncher({"check-build"}, 150);  // two framework imports of at most 60 s each
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("Available Controllers:\n    [ ] MPI\n    [X] Gloo"), std::string::npos)
       << r.out;
