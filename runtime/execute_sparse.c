@@ -184,6 +184,11 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
   st->beta = rt.net_beta;
   st->detect = j->format == HVDS_SPARSE_DETECT;
   st->overlap = j->overlap;
+  st->input_steps = x.input, st->imbalance = x.imbalance;
+  st->idx_bytes = x.idx_bytes, st->val_bytes = x.val_bytes;
+  st->quant_bits = x.quant_bits, st->pack_indices = x.pack_indices;
+  st->gamma = net.gamma, st->hash = net.hash, st->qenc = net.qenc, st->qdec = net.qdec;
+  st->round = net.round;
 }
 
 /* The activity SPARSE_<ALGORITHM> with what the model knew, and the debug line. */

@@ -66,6 +66,13 @@ typedef struct {
                          0's, so the same on every rank); -1: none yet, priced as uniform */
   double learned;     /* the overlap this step's union gives, for the name's next step; -1: none
                          (one rank, no entries) */
+  /* The rest of what the model was given (hvds_sparse_problem_t and hvds_sparse_net_t), so that
+   * a recorded run can be priced again (bench/sparse_replay.py): */
+  double input_steps, imbalance; /* the slowest rank's input entry steps; range imbalance */
+  double idx_bytes, val_bytes;   /* per index, per value */
+  int32_t quant_bits;            /* the gather phase's bits per value (0: full precision) */
+  int32_t pack_indices;          /* 1 always, -1 never, 0 where cheaper */
+  double gamma, hash, qenc, qdec, round; /* local work and rounds, seconds (work_probe.h) */
 } hvds_sparse_stats_t;
 
 /* A handle's sparse result (hvds_handle_rec_t.sparse); guarded by rt.hmu once attached. */

@@ -82,6 +82,7 @@ typedef struct {
   long long max_nnz, total_nnz, result_nnz;
   int dense_result;
   long wrong;
+  hvds_sparse_stats_t model; /* what the model was given (valid when model_ms >= 0) */
 } spx_row_t;
 
 static void usage(FILE* f) {
@@ -426,6 +427,7 @@ static int run_algo(const spx_args_t* a, spx_data_t* d, const char* algo, double
     row->max_nnz = st.max_nnz;
     row->total_nnz = st.total_nnz;
     row->result_nnz = st.result_nnz;
+    row->model = st;
   }
   int64_t nnz = 0;
   int32_t is_dense = 1;
@@ -494,7 +496,9 @@ static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sp
   if (a->csv) {
     printf(
         "algorithm,ran,np,n,row,density,generator,dtype,time_ms,min_ms,model_ms,pick,overlap,"
-        "iters,max_nnz,total_nnz,result_nnz,dense_result,wrong\n");
+        "iters,max_nnz,total_nnz,result_nnz,dense_result,wrong,"
+        "input_steps,imbalance,idx_bytes,val_bytes,quant_bits,pack_indices,"
+        "alpha_s,beta_s,gamma_s,hash_s,qenc_s,qdec_s,round_s\n");
     return;
   }
   printf("#%24s %24s %10s %10s %10s %8s %24s %8s %6s %10s %6s %8s\n", "algorithm", "ran", "time_ms",
@@ -504,10 +508,15 @@ static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sp
 
 static void print_row(const spx_args_t* a, const spx_row_t* r) {
   if (a->csv) {
-    printf("%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%.4f,%d,%lld,%lld,%lld,%d,%ld\n",
-           r->algorithm, r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
-           perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->overlap,
-           r->iters, r->max_nnz, r->total_nnz, r->result_nnz, r->dense_result, r->wrong);
+    const hvds_sparse_stats_t* m = &r->model;  // zeros for the plain dense row
+    printf(
+        "%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%.4f,%d,%lld,%lld,%lld,%d,%ld,"
+        "%.9g,%.6g,%g,%g,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        r->algorithm, r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
+        perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->overlap,
+        r->iters, r->max_nnz, r->total_nnz, r->result_nnz, r->dense_result, r->wrong,
+        m->input_steps, m->imbalance, m->idx_bytes, m->val_bytes, m->quant_bits,
+        m->pack_indices, m->alpha, m->beta, m->gamma, m->hash, m->qenc, m->qdec, m->round);
   } else {
     char ratio[16] = "-", model[16] = "-", overlap[16] = "-";
     if (r->model_ms > 0) {

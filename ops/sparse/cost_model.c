@@ -267,8 +267,13 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       else if (sag_dense_result(t, KP)) w += dense_steps(Nb * 2.0);
       return w;
     }
-    case HVDS_SPARSE_DSAR:  // split, merge one range's blocks, the dense range and result
-      return carry(t, k) + 2 * carry(t, t->imb * k) * L + dense_steps(Nb * (1.0 + 1.0 / t->P));
+    case HVDS_SPARSE_DSAR: {  // split, add the range's P blocks into it, the dense result
+      // One pass per block, no merge tree: a sparse block's entries are added in place, a dense
+      // block is a dense add; the owner of the heaviest range gets P blocks of the heaviest size.
+      double part = t->N / t->P, block = t->imb * k / t->P;
+      double add = sparse_stream(t, block, part) ? carry(t, block) : dense_steps(part * t->rb * 2);
+      return carry(t, k) + t->P * add + dense_steps(Nb * (1.0 + 1.0 / t->P));
+    }
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
       int bitmap = zen_bitmap(t, per, part);

@@ -2,14 +2,20 @@
 with --interleave, and checks its rows: every algorithm present, no wrong element (the tool
 compares each algorithm's result with the dense allreduce's), more timed operations than -n
 where --min-time asks for them (these are millisecond operations), times positive and the
-minimum at most the median. A job that hangs fails after JOB_TIMEOUT seconds.
+minimum at most the median. With the runtime library as LIB, also that the rows carry what the
+cost model was given: priced again through the library (bench/sparse_replay.py), each row's
+inputs give its model_ms, and the auto row's the runtime's pick. A job that hangs fails after
+JOB_TIMEOUT seconds.
 
-    python3 sparse_perf_check.py LAUNCHER PERF NP
+    python3 sparse_perf_check.py LAUNCHER PERF NP [LIB]
 """
 import csv
 import io
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 
 ALGOS = ["allreduce", "auto", "dense", "allgather", "ssar_recursive_doubling",
          "ssar_split_allgather", "dsar_split_allgather", "zen"]
@@ -56,9 +62,30 @@ def check(rows, mode):
                                                              float(r["time_ms"])) for r in rows)))
 
 
+def check_replay(rows, lib_path):
+    import sparse_replay
+    lib = sparse_replay.load(lib_path)
+    for r in rows:
+        if r["algorithm"] == "allreduce":
+            continue
+        costs = sparse_replay.price(lib, r)
+        ran, model = r["ran"], float(r["model_ms"])
+        again = costs[ran] * 1e3
+        if abs(again - model) > 0.01 * model + 1e-3:
+            sys.exit("FAIL (replay %s): model_ms %s, priced again from the row %.4f" % (
+                r["algorithm"], model, again))
+        if r["algorithm"] == "auto" and sparse_replay.pick_of(costs) != r["pick"]:
+            sys.exit("FAIL (replay): the runtime picked %s, the row's inputs give %s (%s)" % (
+                r["pick"], sparse_replay.pick_of(costs), costs))
+    print("replay: every row's model_ms and the pick priced again from the rows")
+
+
 def main():
     launcher, perf, np = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    check(run(launcher, perf, np, []), "blocks")
+    rows = run(launcher, perf, np, [])
+    check(rows, "blocks")
+    if len(sys.argv) > 4:
+        check_replay(rows, sys.argv[4])
     check(run(launcher, perf, np, ["--interleave"]), "interleaved")
     print("OK")
 
