@@ -84,7 +84,7 @@ def replay(lib, path, detail):
     rows = list(csv.DictReader(open(path)))
     if rows and "round_s" not in rows[0]:
         raise SystemExit("%s: recorded without the model's inputs; run the sweep again" % path)
-    over, worst, best_picks, n = 0, 0.0, 0, 0
+    over, worst, best_picks, n, ratios = 0, 0.0, 0, 0, []
     print("== %s" % path)
     for key, rs in points(rows).items():
         times = {}
@@ -100,6 +100,7 @@ def replay(lib, path, detail):
         n += 1
         over += ratio > 1.10
         worst = max(worst, ratio)
+        ratios.append(ratio)
         best_picks += pick == best
         line = "%s %s%% %-8s pick %-24s %.2f (best %s %.2f ms)" % (
             key[1], float(key[3]) * 100, key[4], pick, ratio, best, measured[best])
@@ -108,9 +109,9 @@ def replay(lib, path, detail):
             line += "  " + " ".join("%s %.1f/%.1f" % (SHORT[a], measured[a], costs[a] * 1e3)
                                     for a in ALGOS if a in measured)
         print(line + ("  <<" if ratio > 1.10 else ""))
-    print("# %d of %d points above 1.10, worst %.2f, %d pick the best" % (over, n, worst,
-                                                                        best_picks))
-    return over, worst
+    print("# %d of %d points above 1.10, worst %.2f, %d pick the best, mean pick / best %.3f" % (
+        over, n, worst, best_picks, statistics.mean(ratios) if ratios else 1.0))
+    return over, worst, ratios
 
 
 def main():
@@ -123,8 +124,9 @@ def main():
     lib = load(os.path.join(args.build, "lib", "libhvdsparse.so"))
     total = [replay(lib, f, args.detail) for f in args.csv]
     if len(total) > 1:
-        print("# all: %d points above 1.10, worst %.2f" % (sum(o for o, _ in total),
-                                                          max(w for _, w in total)))
+        every = [r for _, _, rs in total for r in rs]
+        print("# all: %d points above 1.10, worst %.2f, mean pick / best %.3f" % (
+            sum(o for o, _, _ in total), max(w for _, w, _ in total), statistics.mean(every)))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@
 /* How long a rank whose connection closed gets to report, or the launcher to record its exit
  * (seconds on a loaded machine). */
 #define EXIT_WAIT_MS 2000
+/* How long any one store request may go unanswered: a failing rank must fail, not hang, when the
+ * store has stopped answering too (its host cut off or stopped). A request that times out breaks
+ * the connection, and every later one fails at once. */
+#define REPLY_MS 2000
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -51,7 +55,7 @@ static int report_of(hvds_store_t* st, const char* prefix, int r, int* peer, cha
   snprintf(key, sizeof(key), "%s/blame/%d", prefix, r);
   void* val = NULL;
   size_t len = 0;
-  if (hvds__store_get(st, key, 0, &val, &len) != HVDS_SUCCESS) return 0;
+  if (hvds__store_get_within(st, key, 0, REPLY_MS, &val, &len) != HVDS_SUCCESS) return 0;
   int ok = sscanf((const char*)val, "%d %c", peer, kind) == 2;
   free(val);
   return ok;
@@ -62,7 +66,7 @@ static int exit_of(hvds_store_t* st, const char* launcher_key, int r, char* text
   if (launcher_key == NULL) return 0;
   void* val = NULL;
   size_t n = 0;
-  if (hvds__store_get(st, launcher_key, 0, &val, &n) != HVDS_SUCCESS) return 0;
+  if (hvds__store_get_within(st, launcher_key, 0, REPLY_MS, &val, &n) != HVDS_SUCCESS) return 0;
   int who = -1;
   int ok = sscanf((const char*)val, "rank %d", &who) == 1 && who == r;
   if (ok) snprintf(text, len, "%.*s", (int)n, (const char*)val);
@@ -75,7 +79,7 @@ static int64_t timeouts_on(hvds_store_t* st, const char* prefix, int r) {
   char key[320];
   snprintf(key, sizeof(key), "%s/timeouts/%d", prefix, r);
   int64_t n = 0;
-  return hvds__store_add(st, key, 0, &n) == HVDS_SUCCESS ? n : 0;
+  return hvds__store_add_within(st, key, 0, &n, REPLY_MS) == HVDS_SUCCESS ? n : 0;
 }
 
 typedef enum { LINK, EXITED, SILENT } verdict_t;
@@ -102,12 +106,12 @@ static int publish(hvds_store_t* store, const char* prefix, int rank, int peer, 
   int64_t n;
   snprintf(key, sizeof(key), "%s/blame/%d", prefix, rank);
   snprintf(val, sizeof(val), "%d %c", peer, edge);
-  if (hvds__store_set(store, key, val, strlen(val)) != HVDS_SUCCESS) return 0;
+  if (hvds__store_set_within(store, key, val, strlen(val), REPLY_MS) != HVDS_SUCCESS) return 0;
   snprintf(key, sizeof(key), "%s/reported", prefix);
-  hvds__store_add(store, key, 1, &n);
+  hvds__store_add_within(store, key, 1, &n, REPLY_MS);
   if (edge == 'T' && peer >= 0) {
     snprintf(key, sizeof(key), "%s/timeouts/%d", prefix, peer);
-    hvds__store_add(store, key, 1, &n);
+    hvds__store_add_within(store, key, 1, &n, REPLY_MS);
   }
   return 1;
 }
@@ -164,7 +168,8 @@ static void find_silent(hvds_store_t* store, const char* prefix, const char* lau
   char key[320];
   snprintf(key, sizeof(key), "%s/reported", prefix);
   int64_t start = now_ms(), reported = 0;
-  while (hvds__store_add(store, key, 0, &reported) == HVDS_SUCCESS && reported < size - 1 &&
+  while (hvds__store_add_within(store, key, 0, &reported, REPLY_MS) == HVDS_SUCCESS &&
+         reported < size - 1 &&
          now_ms() - start < REPORT_WAIT_MS)
     sleep_ms(POLL_MS);
   int silent[SILENT_MAX], n = 0, peer;

@@ -216,6 +216,18 @@ static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
 /* Steps to move or merge-step n entries: one per entry, one more per 16 bytes of values. */
 static double carry(const terms_t* t, double n) { return n * (1.0 + t->rb / 16.0); }
 
+/* Merge steps of m streams of e entries each over len indices, merged pairwise in a tree
+ * (hvds__sstream_merge_many): each level's inputs are the unions of the level below, so
+ * overlapping supports shrink the later levels (as recursive doubling's rounds). */
+static double tree_merge_steps(const terms_t* t, const hvds_sparse_problem_t* x, double e,
+                               double len, int m) {
+  hvds_sparse_problem_t block = *x;
+  block.nnz = e, block.dim = len;
+  double w = 0;
+  for (int s = 1; s < m; s *= 2) w += 2 * carry(t, (double)m / s * hvds__sparse_union(&block, s));
+  return w;
+}
+
 /* Merge levels of P streams (ceil log2 P). */
 static double levels(const terms_t* t) { return t->L + (t->rem > 0 ? 1 : 0); }
 
@@ -243,13 +255,19 @@ static int sag_dense_result(const terms_t* t, double KP) {
   return sag_dense_ranges(t, KP) || !sparse_stream(t, t->imb * KP / t->p2, t->N / t->p2);
 }
 
+/* DSAR's add of one block of n entries into a dense range of len rows: in place, or a dense add
+ * when the block went dense. */
+static double block_add(const terms_t* t, double n, double len) {
+  return sparse_stream(t, n, len) ? carry(t, n) : dense_steps(len * t->rb * 2);
+}
+
 static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
   switch (a) {
     case HVDS_SPARSE_DENSE:  // scatter, then the reduction's passes and the result
       return carry(t, k) + dense_steps(Nb * (2.0 + 2.0 * (t->P - 1) / t->P));
     case HVDS_SPARSE_ALLGATHER:  // every rank merges all P streams
-      return 2 * carry(t, t->P * k) * L + carry(t, KP);
+      return tree_merge_steps(t, x, k, t->N, t->P) + carry(t, KP);
     case HVDS_SPARSE_SSAR_RD: {  // each round merges two streams into the next union
       double w = 0;
       for (int i = 0; i < t->L; i++) {
@@ -259,7 +277,9 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       return w + carry(t, KP);
     }
     case HVDS_SPARSE_SSAR_SAG: {  // split, merge one range's blocks (the heaviest), concatenate
-      double w = carry(t, k) + 2 * carry(t, t->imb * k) * L + carry(t, KP);
+      double part = t->N / t->p2;
+      double w = carry(t, k) + tree_merge_steps(t, x, t->imb * k / t->p2, part, t->p2) +
+                 carry(t, KP);
       // Quantized ranges that turn dense: the owner densifies its range, and every rank unpacks
       // N rows into the gather buffer, then zeroes the result and copies them in.
       if (sag_dense_ranges(t, KP)) w += dense_steps(Nb * (3.0 + 1.0 / t->p2));
@@ -270,9 +290,9 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
     case HVDS_SPARSE_DSAR: {  // split, add the range's P blocks into it, the dense result
       // One pass per block, no merge tree: a sparse block's entries are added in place, a dense
       // block is a dense add; the owner of the heaviest range gets P blocks of the heaviest size.
-      double part = t->N / t->P, block = t->imb * k / t->P;
-      double add = sparse_stream(t, block, part) ? carry(t, block) : dense_steps(part * t->rb * 2);
-      return carry(t, k) + t->P * add + dense_steps(Nb * (1.0 + 1.0 / t->P));
+      double part = t->N / t->P;
+      return carry(t, k) + t->P * block_add(t, t->imb * k / t->P, part) +
+             dense_steps(Nb * (1.0 + 1.0 / t->P));
     }
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
@@ -282,7 +302,7 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       // COO partitions merge (sorted, disjoint); bitmap ones are ranked by index
       double decode =
           bitmap ? hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP) : 2 * carry(t, KP) * L;
-      return carry(t, 2 * k) + 2 * carry(t, k) * L + encode + decode;
+      return carry(t, 2 * k) + tree_merge_steps(t, x, k / t->P, part, t->P) + encode + decode;
     }
     default:
       return 0;

@@ -40,6 +40,10 @@ hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const voi
                                      int timeout_ms);
 hvds_result_t hvds__store_add_within(hvds_store_t* s, const char* key, int64_t delta,
                                      int64_t* result /* OUT */, int timeout_ms);
+/* As get, giving up reply_ms after its own wait (timeout_ms, >= 0) without a reply, as above
+ * (get itself allows a minute). */
+hvds_result_t hvds__store_get_within(hvds_store_t* s, const char* key, int timeout_ms, int reply_ms,
+                                     void** val /* OUT */, size_t* len /* OUT */);
 /* Deletes every key that starts with prefix. */
 hvds_result_t hvds__store_delete_prefix(hvds_store_t* s, const char* prefix);
 /* The IPv4 address this client's connection leaves from ("a.b.c.d" into out), which is the

@@ -295,6 +295,11 @@ hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const voi
 
 hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms, void** val,
                               size_t* len) {
+  return hvds__store_get_within(s, key, timeout_ms, GET_REPLY_SLACK_MS, val, len);
+}
+
+hvds_result_t hvds__store_get_within(hvds_store_t* s, const char* key, int timeout_ms, int reply_ms,
+                                     void** val, size_t* len) {
   if (s == NULL || key == NULL || val == NULL || len == NULL) return HVDS_INVALID_ARGUMENT;
   *val = NULL;
   *len = 0;
@@ -303,7 +308,7 @@ hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms, 
   req.key = key;
   req.key_len = strlen(key);
   req.num = timeout_ms < 0 ? -1 : timeout_ms;
-  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms + GET_REPLY_SLACK_MS;
+  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms + reply_ms;
   pthread_mutex_lock(&s->mu);
   hvds_result_t rc = rpc(s, &req, deadline, &reply);
   if (rc == HVDS_SUCCESS) {

@@ -206,6 +206,22 @@ TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
   EXPECT_NE(hvds__sparse_select(&skew, &net, nullptr), HVDS_SPARSE_SSAR_SAG);
 }
 
+// A merge tree's later levels merge unions: with identical supports each level holds half the
+// entries of the one below, with disjoint ones all of them (allgather's P streams at P = 8: 8k,
+// 4k and 2k entries merged against 8k three times), as recursive doubling's rounds are priced.
+TEST(SparseCostModel, MergeTreesShrinkWithOverlap) {
+  hvds_sparse_net_t work_only = {1e-15, 1e-15, 1e-9, 0, 0, 0, 0};
+  auto local = [&](double overlap) {
+    hvds_sparse_problem_t x = {8, 1 << 24, 1, 4, 4, 1 << 12, overlap, 0, 0, 1, -1};
+    hvds_sparse_problem_t none = x;
+    none.nnz = 0;  // what is not the merge tree: the result's copy and count of its union
+    return hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &x, &work_only) -
+           1e-9 * (1.25 + 0.25) * hvds__sparse_union(&x, 8) -
+           hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &none, &work_only);
+  };
+  EXPECT_NEAR(local(1.0) / local(0.0), (8 + 4 + 2) / 24.0, 1e-3);
+}
+
 // DSAR's owner adds its range's P blocks into a dense accumulator, one pass each (no merge tree,
 // unlike split-allgather): its local work grows with the entries received, not with log P.
 // Priced as a merge tree, it lost picks it should have won (2^20 float32 at 50% Zipf density on

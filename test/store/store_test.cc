@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_cause.h"
 #include "store.h"
 #include "store_proto.h"
 
@@ -486,6 +487,42 @@ TEST(StoreTimeouts, AnUnansweredRequestTimesOutAndBreaksTheConnection) {
   EXPECT_EQ(hvds__store_set_within(s, "k", "v", 1, -1), HVDS_SYSTEM_ERROR);
   took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 0.1);  // at once, even without a deadline
+  hvds__store_close(s);
+}
+
+// A rank whose communication failed reports through the store and follows the other ranks'
+// reports; with a store that stopped answering as well (its host cut off), the report gives up
+// after one unanswered request (2 s) and the rank still fails, with no root cause, instead of
+// hanging in its first request.
+TEST(StoreTimeouts, AFaultReportDoesNotHangOnAMuteStore) {
+  MuteStore mute;
+  hvds_store_t* s = nullptr;
+  char err[256];
+  ASSERT_EQ(hvds__store_connect("127.0.0.1", mute.port(), kSecret, 5000, &s, err, sizeof(err)),
+            HVDS_SUCCESS)
+      << err;
+  auto start = std::chrono::steady_clock::now();
+  char out[512] = "x";
+  hvds__fault_root_cause(s, "job", 0, /*rank=*/1, /*size=*/4, /*peer=*/0, HVDS_TIMEOUT,
+                         "hvds/job/failed", out, sizeof(out));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(took, 1.9);
+  EXPECT_LT(took, 10.0);
+  EXPECT_STREQ(out, "");
+  EXPECT_NE(hvds__store_lost(s), nullptr);
+  hvds__store_close(s);
+}
+
+TEST_F(StoreTest, BoundedGetWaitsAndGivesUpLikeGet) {
+  hvds_store_t* s = Connect();
+  void* val = nullptr;
+  size_t len = 0;
+  EXPECT_EQ(hvds__store_get_within(s, "absent", 50, 1000, &val, &len), HVDS_TIMEOUT);
+  EXPECT_EQ(hvds__store_lost(s), nullptr);  // the server answered "not found" in time
+  ASSERT_EQ(hvds__store_set(s, "k", "v", 1), HVDS_SUCCESS);
+  ASSERT_EQ(hvds__store_get_within(s, "k", 0, 1000, &val, &len), HVDS_SUCCESS);
+  EXPECT_EQ(std::string(static_cast<char*>(val), len), "v");
+  free(val);
   hvds__store_close(s);
 }
 
