@@ -164,7 +164,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                              hvds__quant_dtype_ok(j->lay.dtype) ? j->quant_bits : 0,
                              input_steps,
                              imbalance,
-                             rt.sparse_pack};
+                             rt.sparse_pack,
+                             j->format == HVDS_SPARSE_DETECT};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select_calibrated(&x, &net, j->calib, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) {
@@ -187,6 +188,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
   st->input_steps = x.input, st->imbalance = x.imbalance;
   st->idx_bytes = x.idx_bytes, st->val_bytes = x.val_bytes;
   st->quant_bits = x.quant_bits, st->pack_indices = x.pack_indices;
+  st->dense_input = x.dense_input;
   st->gamma = net.gamma, st->hash = net.hash, st->qenc = net.qenc, st->qdec = net.qdec;
   st->round = net.round;
 }
@@ -405,7 +407,9 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
   }
   j->overlap = res.overlap;  // rank 0's: what the selector used
   memcpy(j->calib, res.calib, sizeof j->calib);
-  model(j, res.algorithm, (int64_t)res.max_nnz, (double)res.input_steps, res.imbalance);
+  // A dense tensor's extracted rows come sorted: their scan is priced with the extraction.
+  double input = j->format == HVDS_SPARSE_DETECT ? 0 : (double)res.input_steps;
+  model(j, res.algorithm, (int64_t)res.max_nnz, input, res.imbalance);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;

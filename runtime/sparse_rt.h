@@ -72,6 +72,7 @@ typedef struct {
   double idx_bytes, val_bytes;   /* per index, per value */
   int32_t quant_bits;            /* the gather phase's bits per value (0: full precision) */
   int32_t pack_indices;          /* 1 always, -1 never, 0 where cheaper */
+  int32_t dense_input;           /* 1: a dense tensor (sparse_detect) */
   double gamma, hash, qenc, qdec, round; /* local work and rounds, seconds (work_probe.h) */
 } hvds_sparse_stats_t;
 

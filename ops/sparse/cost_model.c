@@ -345,11 +345,19 @@ static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
   return w + own + all + (t->quant ? 0 : dense_steps((own + all) * t->rb));
 }
 
+/* A dense input (sparse_detect): the dense allreduce has no entries to scatter; every other
+ * algorithm extracts the non-zero rows first and scans them in. */
+static double dense_input_steps(hvds_sparse_algo_t a, const terms_t* t) {
+  if (a == HVDS_SPARSE_DENSE) return -carry(t, t->k);
+  return dense_steps(t->N * t->rb) + 2 * carry(t, t->k);
+}
+
 static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   int always_dense =
       a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR ||
       (a == HVDS_SPARSE_SSAR_SAG && sag_dense_result(t, hvds__sparse_union(x, t->P)));
   double input = x->input > 0 ? x->input : 0;
+  if (x->dense_input) input += dense_input_steps(a, t);
   return input + algo_steps(a, t, x) + pack_steps(a, t, x) +
          count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }

@@ -71,6 +71,9 @@ typedef struct {
                        times the average; ZEN's hashed ranges are even. <= 1: even */
   int pack_indices; /* recursive doubling, split-allgather and ZEN with delta-coded indices on the
                        wire: 0 where cheaper (hvds__sparse_packs), 1 always, -1 never */
+  int dense_input;  /* 1: each rank holds a dense tensor (sparse_detect): the dense allreduce
+                       runs on it as it is, every sparse algorithm first extracts its non-zero
+                       rows (a pass over N rows, k rows copied out, then scanned in order) */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform

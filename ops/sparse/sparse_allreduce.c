@@ -181,7 +181,8 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
                              c->quant_bits,
                              (double)c->res->input_steps,
                              c->res->imbalance,
-                             0};  // choose() sets the caller's pack_indices
+                             0,   // choose() sets the caller's pack_indices
+                             0};  // entries, not a dense tensor
   return x;
 }
 

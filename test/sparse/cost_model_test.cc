@@ -11,7 +11,7 @@
 namespace {
 
 hvds_sparse_problem_t problem(int P, double N, double density, double overlap = -1) {
-  return {P, N, 1, 4, 4, density * N, overlap, 0, 0, 0, 0};
+  return {P, N, 1, 4, 4, density * N, overlap, 0, 0, 0, 0, 0};
 }
 
 bool is_sparse(hvds_sparse_algo_t a) { return a != HVDS_SPARSE_DENSE && a != HVDS_SPARSE_DSAR; }
@@ -206,13 +206,34 @@ TEST(SparseCostModel, RangeImbalanceCostsSplitAlgorithmsOnly) {
   EXPECT_NE(hvds__sparse_select(&skew, &net, nullptr), HVDS_SPARSE_SSAR_SAG);
 }
 
+// A dense tensor under sparse_detect: the dense allreduce runs on it as it is, every sparse
+// algorithm first extracts its non-zero rows (a pass over N rows, k rows copied out and scanned
+// in). Fully dense, the dense allreduce wins however slow the local work (DSAR, which adds the
+// same ranges, was priced level with it and picked on a sanitizer build).
+TEST(SparseCostModel, DenseInputCostsTheSparseAlgorithmsTheExtraction) {
+  for (double gamma : {1e-9, 50e-9}) {
+    hvds_sparse_net_t net = {20e-6, 1.0 / 1.25e9, gamma, 10e-9, 0, 0, 0};
+    auto x = problem(4, 1 << 20, 1.0);
+    auto detect = x;
+    detect.dense_input = 1;
+    double k = x.nnz, rows = (1 << 20) * 4 / 16.0;  // entries; dense steps of N float32 rows
+    for (int a = HVDS_SPARSE_DENSE; a < HVDS_SPARSE_ALGO_COUNT; a++) {
+      auto id = (hvds_sparse_algo_t)a;
+      double more = hvds__sparse_cost(id, &detect, &net) - hvds__sparse_cost(id, &x, &net);
+      double want = id == HVDS_SPARSE_DENSE ? -1.25 * k : rows + 2 * 1.25 * k;
+      EXPECT_NEAR(more, want * gamma, 1e-6 * hvds__sparse_cost(id, &x, &net)) << a;
+    }
+    EXPECT_EQ(hvds__sparse_select(&detect, &net, nullptr), HVDS_SPARSE_DENSE) << gamma;
+  }
+}
+
 // A merge tree's later levels merge unions: with identical supports each level holds half the
 // entries of the one below, with disjoint ones all of them (allgather's P streams at P = 8: 8k,
 // 4k and 2k entries merged against 8k three times), as recursive doubling's rounds are priced.
 TEST(SparseCostModel, MergeTreesShrinkWithOverlap) {
   hvds_sparse_net_t work_only = {1e-15, 1e-15, 1e-9, 0, 0, 0, 0};
   auto local = [&](double overlap) {
-    hvds_sparse_problem_t x = {8, 1 << 24, 1, 4, 4, 1 << 12, overlap, 0, 0, 1, -1};
+    hvds_sparse_problem_t x = {8, 1 << 24, 1, 4, 4, 1 << 12, overlap, 0, 0, 1, -1, 0};
     hvds_sparse_problem_t none = x;
     none.nnz = 0;  // what is not the merge tree: the result's copy and count of its union
     return hvds__sparse_cost(HVDS_SPARSE_ALLGATHER, &x, &work_only) -
@@ -231,7 +252,7 @@ TEST(SparseCostModel, DsarAddsItsBlocksInOnePass) {
   // imbalance adds the smaller ranges' dense passes, not a merge level over every entry.
   hvds_sparse_net_t work_only = {1e-15, 1e-15, 1e-9, 0, 0, 0, 0};
   auto at = [&](int P) {
-    hvds_sparse_problem_t y = {P, 1 << 24, 1, 4, 4, 1 << 14, 0, 0, 0, 1, -1};
+    hvds_sparse_problem_t y = {P, 1 << 24, 1, 4, 4, 1 << 14, 0, 0, 0, 1, -1, 0};
     return hvds__sparse_cost(HVDS_SPARSE_DSAR, &y, &work_only);
   };
   double dense_pass = (1 << 24) * 4 / 16.0 * 1e-9;  // a step per 16 bytes of the dense range
