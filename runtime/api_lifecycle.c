@@ -187,32 +187,22 @@ hvds_result_t hvds_set_shutdown_reason(const char* reason) {
   return HVDS_SUCCESS;
 }
 
-/* How long a stopping rank waits for the store to take its reason: it is best effort. */
-#define STOP_STORE_MS 2000
-
 /* The first rank that stops with a reason tells the job (the coordinator of a peer reads it),
  * before its peers learn that it stops. Not once the runtime has failed: its store may be out of
  * reach then, and the failure has its own explanation. */
 static void publish_stop_reason(void) {
   if (!rt.stop_reason[0] || rt.store == NULL || rt.size <= 1 || atomic_load(&rt.shut_down))
     return;
-  char key[256], text[700];
-  int64_t order = 0;
-  snprintf(key, sizeof key, "%s/g%d/stop_count", rt.job, rt.generation);
-  if (hvds__store_add_within(rt.store, key, 1, &order, STOP_STORE_MS) != HVDS_SUCCESS ||
-      order != 1)
-    return;
+  char count[256], key[256], text[700];
   int n = snprintf(text, sizeof text, "Rank %d stopped first, %s.", rt.rank, rt.stop_reason);
   size_t len = n < (int)sizeof text ? (size_t)n : sizeof text - 1;
+  snprintf(count, sizeof count, "%s/g%d/stop_count", rt.job, rt.generation);
   snprintf(key, sizeof key, "%s/g%d/stop_first", rt.job, rt.generation);
-  if (hvds__store_set_within(rt.store, key, text, len, STOP_STORE_MS) != HVDS_SUCCESS) return;
+  if (!hvds__store_set_first(rt.store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS)) return;
   // The launcher's copy (it names the first worker to exit, which need not be this one).
-  snprintf(key, sizeof key, "hvds/%s/stop_count", rt.job);
-  if (hvds__store_add_within(rt.store, key, 1, &order, STOP_STORE_MS) != HVDS_SUCCESS ||
-      order != 1)
-    return;
+  snprintf(count, sizeof count, "hvds/%s/stop_count", rt.job);
   snprintf(key, sizeof key, "hvds/%s/stop_first", rt.job);
-  hvds__store_set_within(rt.store, key, text, len, STOP_STORE_MS);
+  hvds__store_set_first(rt.store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS);
 }
 
 hvds_result_t hvds_shutdown(void) {

@@ -104,10 +104,6 @@ static int fault_peer(const hvds_pset_t* s) {
   return -1;
 }
 
-/* How long a fault report's store requests wait for a reply: a store that stopped answering
- * (its host cut off too) must not turn a failure into a hang. */
-#define FAULT_REPLY_MS 2000
-
 /* Builds rt.fatal: what this rank saw, plus the first fault any rank reported and the
  * launcher's word on which process exited. */
 void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
@@ -118,14 +114,10 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
            hvds_result_str(rc));
   char root[700] = "";
   if (rt.store) {
-    char key[256];
-    int64_t order = 0;
-    snprintf(key, sizeof(key), "%s/fault_count", rt.job);
-    if (hvds__store_add_within(rt.store, key, 1, &order, FAULT_REPLY_MS) == HVDS_SUCCESS &&
-        order == 1) {
-      snprintf(key, sizeof(key), "%s/fault", rt.job);
-      hvds__store_set_within(rt.store, key, seen, strlen(seen), FAULT_REPLY_MS);
-    }
+    char count[256], key[256];
+    snprintf(count, sizeof(count), "%s/fault_count", rt.job);
+    snprintf(key, sizeof(key), "%s/fault", rt.job);
+    hvds__store_set_first(rt.store, count, key, seen, strlen(seen), HVDS_STORE_STOPPING_REPLY_MS);
     /* The rank the failure started at, from every failing rank's report (fault_cause.h). */
     snprintf(key, sizeof(key), "hvds/%s/failed", rt.job);
     hvds__fault_root_cause(rt.store, rt.job, rt.generation, rt.rank, rt.size, fault_peer(s), rc,
@@ -136,13 +128,13 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
     size_t len = 0;
     if (root[0] != '\0') {
       // found above
-    } else if (hvds__store_get_within(rt.store, key, 2000, FAULT_REPLY_MS, &val, &len) ==
-               HVDS_SUCCESS) {
+    } else if (hvds__store_get_within(rt.store, key, 2000, HVDS_STORE_STOPPING_REPLY_MS, &val,
+                                      &len) == HVDS_SUCCESS) {
       snprintf(root, sizeof(root), " Root cause: %.*s.", (int)len, (char*)val);
       free(val);
     } else {
       snprintf(key, sizeof(key), "%s/fault", rt.job);
-      if (hvds__store_get_within(rt.store, key, 200, FAULT_REPLY_MS, &val, &len) ==
+      if (hvds__store_get_within(rt.store, key, 200, HVDS_STORE_STOPPING_REPLY_MS, &val, &len) ==
           HVDS_SUCCESS) {
         snprintf(root, sizeof(root), " First failure reported: %.*s.", (int)len, (char*)val);
         free(val);
@@ -240,7 +232,8 @@ static void learn_peer_stop_reason(void) {
   void* val = NULL;
   size_t len = 0;
   snprintf(key, sizeof key, "%s/g%d/stop_first", rt.job, rt.generation);
-  if (hvds__store_get_within(rt.store, key, 0, FAULT_REPLY_MS, &val, &len) == HVDS_SUCCESS)
+  if (hvds__store_get_within(rt.store, key, 0, HVDS_STORE_STOPPING_REPLY_MS, &val, &len) ==
+      HVDS_SUCCESS)
     snprintf(rt.fatal, sizeof rt.fatal, "%.*s", (int)len, (const char*)val);
   free(val);
 }

@@ -32,10 +32,9 @@
 /* How long a rank whose connection closed gets to report, or the launcher to record its exit
  * (seconds on a loaded machine). */
 #define EXIT_WAIT_MS 2000
-/* How long any one store request may go unanswered: a failing rank must fail, not hang, when the
- * store has stopped answering too (its host cut off or stopped). A request that times out breaks
- * the connection, and every later one fails at once. */
-#define REPLY_MS 2000
+/* How long any one store request may go unanswered (a request that times out breaks the
+ * connection, and every later one fails at once). */
+#define REPLY_MS HVDS_STORE_STOPPING_REPLY_MS
 
 static int64_t now_ms(void) {
   struct timespec ts;

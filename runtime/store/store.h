@@ -40,6 +40,15 @@ hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const voi
                                      int timeout_ms);
 hvds_result_t hvds__store_add_within(hvds_store_t* s, const char* key, int64_t delta,
                                      int64_t* result /* OUT */, int timeout_ms);
+/* How long a request made while a rank stops or fails waits for a reply: the store may have
+ * stopped answering in the same event (its host cut off or stopped), and a failure must stay a
+ * failure, not become a hang. */
+#define HVDS_STORE_STOPPING_REPLY_MS 2000
+/* Adds 1 to count_key and, when that made it 1 (the first caller), sets key to val, each request
+ * given up after timeout_ms as above. Returns 1 when this caller was first and the set succeeded;
+ * 0 otherwise. */
+int hvds__store_set_first(hvds_store_t* s, const char* count_key, const char* key, const void* val,
+                          size_t len, int timeout_ms);
 /* As get, giving up reply_ms after its own wait (timeout_ms, >= 0) without a reply, as above
  * (get itself allows a minute). */
 hvds_result_t hvds__store_get_within(hvds_store_t* s, const char* key, int timeout_ms, int reply_ms,

@@ -293,6 +293,13 @@ hvds_result_t hvds__store_set_within(hvds_store_t* s, const char* key, const voi
   return rc;
 }
 
+int hvds__store_set_first(hvds_store_t* s, const char* count_key, const char* key, const void* val,
+                          size_t len, int timeout_ms) {
+  int64_t order = 0;
+  return hvds__store_add_within(s, count_key, 1, &order, timeout_ms) == HVDS_SUCCESS &&
+         order == 1 && hvds__store_set_within(s, key, val, len, timeout_ms) == HVDS_SUCCESS;
+}
+
 hvds_result_t hvds__store_get(hvds_store_t* s, const char* key, int timeout_ms, void** val,
                               size_t* len) {
   return hvds__store_get_within(s, key, timeout_ms, GET_REPLY_SLACK_MS, val, len);
