@@ -39,7 +39,7 @@ class Problem(ctypes.Structure):  # hvds_sparse_problem_t
                 ("nnz", ctypes.c_double), ("overlap", ctypes.c_double),
                 ("quant_bits", ctypes.c_int), ("input", ctypes.c_double),
                 ("imbalance", ctypes.c_double), ("pack_indices", ctypes.c_int),
-                ("dense_input", ctypes.c_int)]
+                ("dense_input", ctypes.c_int), ("input_dense", ctypes.c_double)]
 
 
 def load(path):
@@ -55,7 +55,8 @@ def inputs(r):
     x = Problem(int(r["np"]), float(r["n"]), float(r["row"]), float(r["val_bytes"]),
                 float(r["idx_bytes"]), float(r["max_nnz"]), float(r["overlap"]),
                 int(r["quant_bits"]), float(r["input_steps"]), float(r["imbalance"]),
-                int(r["pack_indices"]), int(r.get("dense_input") or 0))
+                int(r["pack_indices"]), int(r.get("dense_input") or 0),
+                float(r.get("input_dense") or 0))
     net = Net(*(float(r[k]) for k in
                 ("alpha_s", "beta_s", "gamma_s", "hash_s", "qenc_s", "qdec_s", "round_s")))
     return x, net

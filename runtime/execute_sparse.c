@@ -145,7 +145,7 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
 
 /* The cost model's view of the agreed counts: every algorithm's time and its pick. */
 static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double input_steps,
-                  double imbalance) {
+                  double input_dense, double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
   hvds_sparse_net_t net = {.alpha = rt.net_alpha,
                            .beta = rt.net_beta,
@@ -165,7 +165,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                              input_steps,
                              imbalance,
                              rt.sparse_pack,
-                             j->format == HVDS_SPARSE_DETECT};
+                             j->format == HVDS_SPARSE_DETECT,
+                             input_dense};
   double costs[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t pick = hvds__sparse_select_calibrated(&x, &net, j->calib, costs);
   for (int a = 0; a < HVDS_SPARSE_ALGO_COUNT; a++) {
@@ -185,7 +186,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
   st->beta = rt.net_beta;
   st->detect = j->format == HVDS_SPARSE_DETECT;
   st->overlap = j->overlap;
-  st->input_steps = x.input, st->imbalance = x.imbalance;
+  st->input_steps = x.input, st->imbalance = x.imbalance, st->input_dense = x.input_dense;
   st->idx_bytes = x.idx_bytes, st->val_bytes = x.val_bytes;
   st->quant_bits = x.quant_bits, st->pack_indices = x.pack_indices;
   st->dense_input = x.dense_input;
@@ -408,8 +409,10 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
   j->overlap = res.overlap;  // rank 0's: what the selector used
   memcpy(j->calib, res.calib, sizeof j->calib);
   // A dense tensor's extracted rows come sorted: their scan is priced with the extraction.
-  double input = j->format == HVDS_SPARSE_DETECT ? 0 : (double)res.input_steps;
-  model(j, res.algorithm, (int64_t)res.max_nnz, input, res.imbalance);
+  int detect = j->format == HVDS_SPARSE_DETECT;
+  double input = detect ? 0 : (double)res.input_steps;
+  double input_dense = detect ? 0 : (double)res.input_dense_steps;
+  model(j, res.algorithm, (int64_t)res.max_nnz, input, input_dense, res.imbalance);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;
@@ -525,7 +528,7 @@ static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
   int64_t k = j->e ? (int64_t)count_rows(j, &imb) : 0, kmax;
   hvds_result_t rc = detect_agree(j, k, &kmax, &imb);
   if (rc != HVDS_SUCCESS) return rc;
-  model(j, HVDS_SPARSE_DENSE, kmax, 0, imb);
+  model(j, HVDS_SPARSE_DENSE, kmax, 0, 0, imb);
   hvds_sparse_algo_t algo = j->forced != HVDS_SPARSE_AUTO ? j->forced
                             : j->s->n == 1                ? HVDS_SPARSE_DENSE
                                                           : (hvds_sparse_algo_t)j->st.auto_pick;

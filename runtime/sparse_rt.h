@@ -69,6 +69,8 @@ typedef struct {
   /* The rest of what the model was given (hvds_sparse_problem_t and hvds_sparse_net_t), so that
    * a recorded run can be priced again (bench/sparse_replay.py): */
   double input_steps, imbalance; /* the slowest rank's input entry steps; range imbalance */
+  double input_dense;            /* > 0: the dense allreduce's input steps instead (the
+                                    entries added in unsorted, sparse_input.h) */
   double idx_bytes, val_bytes;   /* per index, per value */
   int32_t quant_bits;            /* the gather phase's bits per value (0: full precision) */
   int32_t pack_indices;          /* 1 always, -1 never, 0 where cheaper */

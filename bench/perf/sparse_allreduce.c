@@ -498,6 +498,7 @@ static void print_header(const spx_args_t* a, const spx_data_t* d, const hvds_sp
         "algorithm,ran,np,n,row,density,generator,dtype,time_ms,min_ms,model_ms,pick,overlap,"
         "iters,max_nnz,total_nnz,result_nnz,dense_result,wrong,"
         "input_steps,imbalance,idx_bytes,val_bytes,quant_bits,pack_indices,dense_input,"
+        "input_dense,"
         "alpha_s,beta_s,gamma_s,hash_s,qenc_s,qdec_s,round_s\n");
     return;
   }
@@ -511,12 +512,13 @@ static void print_row(const spx_args_t* a, const spx_row_t* r) {
     const hvds_sparse_stats_t* m = &r->model;  // zeros for the plain dense row
     printf(
         "%s,%s,%d,%zu,%zu,%g,%s,%s,%.4f,%.4f,%.4f,%s,%.4f,%d,%lld,%lld,%lld,%d,%ld,"
-        "%.9g,%.6g,%g,%g,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        "%.9g,%.6g,%g,%g,%d,%d,%d,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
         r->algorithm, r->ran, a->np, a->n, a->row, a->density, spx_gen_name(a->gen),
         perf_dtype_label(a->dtype), r->time_ms, r->min_ms, r->model_ms, r->pick, r->overlap,
         r->iters, r->max_nnz, r->total_nnz, r->result_nnz, r->dense_result, r->wrong,
         m->input_steps, m->imbalance, m->idx_bytes, m->val_bytes, m->quant_bits, m->pack_indices,
-        m->dense_input, m->alpha, m->beta, m->gamma, m->hash, m->qenc, m->qdec, m->round);
+        m->dense_input, m->input_dense, m->alpha, m->beta, m->gamma, m->hash, m->qenc, m->qdec,
+        m->round);
   } else {
     char ratio[16] = "-", model[16] = "-", overlap[16] = "-";
     if (r->model_ms > 0) {

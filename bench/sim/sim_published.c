@@ -53,7 +53,7 @@ static void sparcml(const sim_opts_t* o) {
   for (size_t i = 0; i < sizeof kSparcml / sizeof kSparcml[0]; i++) {
     const sparcml_row_t* r = &kSparcml[i];
     // As published: full-width indices on the wire (pack_indices -1).
-    hvds_sparse_problem_t x = {r->P, N, 1, 4, 4, r->d * N, -1, 0, 0, 0, -1, 0};
+    hvds_sparse_problem_t x = {r->P, N, 1, 4, 4, r->d * N, -1, 0, 0, 0, -1, 0, 0};
     double c[HVDS_SPARSE_ALGO_COUNT];
     hvds_sparse_algo_t a = hvds__sparse_select(&x, &net, c), b3 = best_of_three(c);
     hvds_coll_opts_t opt = hvds_sim_runtime_opts(&o->cfg, (size_t)N * 4, r->P);
@@ -90,7 +90,7 @@ static void zen_row(const sim_opts_t* o, const zen_case_t* z, const hvds_sim_net
   const int P = 16;
   const double emb = 793471.0 * 512, mlp = 20e6;
   // As published: full-width indices on the wire (pack_indices -1).
-  hvds_sparse_problem_t x = {P, emb, 1, 4, 4, z->density * emb, z->overlap, 0, 0, 0, -1, 0};
+  hvds_sparse_problem_t x = {P, emb, 1, 4, 4, z->density * emb, z->overlap, 0, 0, 0, -1, 0, 0};
   double c[HVDS_SPARSE_ALGO_COUNT];
   hvds_sparse_algo_t a = hvds__sparse_select(&x, net, c);
   hvds_coll_opts_t oe = hvds_sim_runtime_opts(&o->cfg, (size_t)emb * 4, P);

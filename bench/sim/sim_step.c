@@ -221,6 +221,7 @@ void hvds_sim_bucket_predict(const hvds_sim_net_t* n, const hvds_sim_cfg_t* c,
                              0,
                              0,
                              0,
+                             0,
                              0};
   hvds_sparse_net_t net = {n->alpha, n->beta, 0, 0,
                            0,        0,       0};  // the simulator prices the network only

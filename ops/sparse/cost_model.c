@@ -356,7 +356,9 @@ static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_pro
   int always_dense =
       a == HVDS_SPARSE_DENSE || a == HVDS_SPARSE_DSAR ||
       (a == HVDS_SPARSE_SSAR_SAG && sag_dense_result(t, hvds__sparse_union(x, t->P)));
-  double input = x->input > 0 ? x->input : 0;
+  double input = a == HVDS_SPARSE_DENSE && x->input_dense > 0 ? x->input_dense
+                 : x->input > 0                               ? x->input
+                                                              : 0;
   if (x->dense_input) input += dense_input_steps(a, t);
   return input + algo_steps(a, t, x) + pack_steps(a, t, x) +
          count_steps(t, hvds__sparse_union(x, t->P), always_dense);

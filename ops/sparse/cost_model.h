@@ -74,6 +74,8 @@ typedef struct {
   int dense_input;  /* 1: each rank holds a dense tensor (sparse_detect): the dense allreduce
                        runs on it as it is, every sparse algorithm first extracts its non-zero
                        rows (a pass over N rows, k rows copied out, then scanned in order) */
+  double input_dense; /* > 0: the entry steps the dense allreduce pays for the input instead of
+                         `input` (an unsorted input it adds in as it comes, sparse_input.h) */
 } hvds_sparse_problem_t;
 
 /* Expected size of the union of m ranks' supports: N (1 - (1 - k/N)^m) for independent uniform

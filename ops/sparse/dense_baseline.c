@@ -2,7 +2,8 @@
  *
  * Algorithm: every rank writes its stream into a zero-filled dim * row buffer, then
  * hvds__allreduce (halving-doubling or ring, chosen by size) reduces it with the caller's op.
- * Cost: the dense allreduce on N * row values whatever the density, plus O(N) local work.
+ * Cost: the dense allreduce on N * row values whatever the density, plus O(N) local work. An
+ * unsorted input is added in as it comes (c->unordered), without the sort the others need.
  * Preconditions: none beyond the layout; the only algorithm that supports Min, Max and Product
  * (absent entries count as zeros of the dense tensor). The result is always dense.
  */
@@ -14,7 +15,10 @@ hvds_result_t hvds__sparse_run_dense(hvds_sparse_ctx_t* c, hvds_sstream_t* in,
   if (hvds__sstream_alloc(lay, 0, lay->dim, lay->dim, lay->dim > 0, out) != HVDS_SUCCESS)
     return hvds__sparse_nomem(c, "sparse dense allreduce");
   if (lay->dim == 0) return HVDS_SUCCESS;
-  hvds__sstream_to_dense(lay, in, out->base);
+  if (c->unordered != NULL)
+    hvds__sparse_input_to_dense(c->unordered, out->base);
+  else
+    hvds__sstream_to_dense(lay, in, out->base);
   hvds_reduce_op_t op = c->op == HVDS_AVERAGE ? HVDS_SUM : c->op;
   hvds_result_t rc =
       hvds__allreduce(c->p, out->base, lay->dim * lay->row, lay->dtype, op, &c->coll);

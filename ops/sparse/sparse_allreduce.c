@@ -25,8 +25,9 @@ enum {
   S_INDEX,
   S_POSITION,
   S_SIGNATURE,
-  S_INPUT,     /* entry steps its input's normalization took (the largest is priced) */
-  S_IMBALANCE, /* its entries' index-range imbalance (a double's bits; the largest is priced) */
+  S_INPUT,       /* entry steps of bringing its input into order (the largest is priced) */
+  S_INPUT_DENSE, /* the same for the dense baseline (sparse_input.h: it may skip the order) */
+  S_IMBALANCE,   /* its entries' index-range imbalance (a double's bits; the largest is priced) */
   S_SEED,
   S_OVERLAP,
   S_CALIB,
@@ -127,19 +128,19 @@ static hvds_result_t verdict(hvds_sparse_ctx_t* c, const uint64_t* all) {
 }
 
 /* Exchanges the slots and records the agreed entry counts, ZEN key and overlap. */
-static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_check_t* chk,
-                              const hvds_sstream_t* in, uint64_t sig, const hvds_sparse_opts_t* o,
-                              uint64_t* all) {
+static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_t* in, uint64_t sig,
+                              const hvds_sparse_opts_t* o, uint64_t* all) {
+  const hvds_sparse_input_check_t* chk = &in->chk;
   uint64_t w, imb;
   memcpy(&w, &o->overlap, sizeof w);
-  double mine_imb = hvds__sstream_range_imbalance(&c->lay, in, c->p->size);
-  memcpy(&imb, &mine_imb, sizeof imb);
-  uint64_t mine[SLOTS] = {[S_NNZ] = in->n,
+  memcpy(&imb, &in->imbalance, sizeof imb);
+  uint64_t mine[SLOTS] = {[S_NNZ] = in->entries,
                           [S_STATUS] = (uint64_t)chk->status,
                           [S_INDEX] = (uint64_t)chk->index,
                           [S_POSITION] = chk->position,
                           [S_SIGNATURE] = sig,
                           [S_INPUT] = (uint64_t)chk->steps,
+                          [S_INPUT_DENSE] = (uint64_t)in->scatter_steps,
                           [S_IMBALANCE] = imb,
                           [S_SEED] = c->zen_seed,
                           [S_OVERLAP] = w};
@@ -158,6 +159,8 @@ static hvds_result_t preamble(hvds_sparse_ctx_t* c, const hvds_sparse_input_chec
   for (int r = 0; r < c->p->size; r++) {
     if (all[r * SLOTS + S_INPUT] > c->res->input_steps)
       c->res->input_steps = all[r * SLOTS + S_INPUT];
+    if (all[r * SLOTS + S_INPUT_DENSE] > c->res->input_dense_steps)
+      c->res->input_dense_steps = all[r * SLOTS + S_INPUT_DENSE];
     double b;
     memcpy(&b, &all[r * SLOTS + S_IMBALANCE], sizeof b);
     if (b > c->res->imbalance) c->res->imbalance = b;  // NaN never wins
@@ -181,8 +184,9 @@ static hvds_sparse_problem_t problem(const hvds_sparse_ctx_t* c) {
                              c->quant_bits,
                              (double)c->res->input_steps,
                              c->res->imbalance,
-                             0,   // choose() sets the caller's pack_indices
-                             0};  // entries, not a dense tensor
+                             0,  // choose() sets the caller's pack_indices
+                             0,  // entries, not a dense tensor
+                             (double)c->res->input_dense_steps};
   return x;
 }
 
@@ -243,25 +247,31 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
                          .res = res,
                          .quant_bits = quant_width(p, lay, o),
                          .union_rows = -1};
-  hvds_sparse_input_check_t chk;
-  hvds_sstream_t in, out = {0, lay->dim, 0, 0, NULL, NULL};
-  hvds__sstream_from_input(lay, indices, values, nnz, &chk, &in);  // judged in the preamble
+  hvds_sparse_input_t in;
+  hvds_sstream_t out = {0, lay->dim, 0, 0, NULL, NULL};
+  // Judged in the preamble. Its ordering may wait for the choice: the dense baseline needs none.
+  int may_defer = o->algorithm == HVDS_SPARSE_AUTO || o->algorithm == HVDS_SPARSE_DENSE;
+  hvds__sparse_input_take(lay, indices, values, nnz, p->size, may_defer, &in);
   uint64_t* all = malloc((size_t)p->size * SLOTS * sizeof(uint64_t));
   uint64_t sig = signature(lay, op, o->algorithm, o->quant_bits, o->pack_indices);
-  rc = all != NULL ? preamble(&c, &chk, &in, sig, o, all)
-                   : hvds__sparse_nomem(&c, "sparse allreduce");
+  rc = all != NULL ? preamble(&c, &in, sig, o, all) : hvds__sparse_nomem(&c, "sparse allreduce");
   if (rc == HVDS_SUCCESS) {
     res->algorithm = choose(&c, o);
+    if (res->algorithm == HVDS_SPARSE_DENSE && in.deferred)
+      c.unordered = &in;
+    else
+      hvds__sparse_input_order(&in);
     HVDS_DEBUG(
         "sparse allreduce: %s on %d ranks, dim %zu x %zu, entries max %zu total %zu, overlap %g, "
-        "index-range imbalance %.2f, input steps %zu%s",
+        "index-range imbalance %.2f, input steps %zu%s%s",
         hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
         res->total_nnz, res->overlap, res->imbalance, res->input_steps,
+        c.unordered ? " (entries added in unsorted)" : "",
         c.packed ? ", packed (indices delta-coded)" : "");
-    rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in, &out);
+    rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in.stream, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);
-  hvds__sstream_free(&in);
+  hvds__sparse_input_free(&in);
   hvds__sstream_free(&out);
   free(all);
   return rc;

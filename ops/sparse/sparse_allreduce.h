@@ -82,6 +82,9 @@ typedef struct {
   size_t total_nnz;             /* unique input entries: sum over ranks */
   size_t input_steps;           /* the cost model's steps for normalizing the inputs: the
                                    largest on any rank (hvds__sparse_input_steps) */
+  size_t input_dense_steps;     /* the same for the dense baseline, which adds the entries of an
+                                   input whose ordering could wait in as they come
+                                   (sparse_input.h): the largest on any rank */
   double imbalance;             /* the inputs' index-range imbalance, the largest on any rank
                                    (hvds__sstream_range_imbalance) */
   double push_imbalance;        /* ZEN: P * largest block / total sent, worst rank; else 0 */

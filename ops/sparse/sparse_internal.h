@@ -6,6 +6,7 @@
 
 #include "collectives.h"
 #include "sparse_allreduce.h"
+#include "sparse_input.h"
 #include "sparse_pool.h"
 
 #ifdef __cplusplus
@@ -32,6 +33,8 @@ typedef struct {
                                 quantized when quant_bits is set, the others' as they are) */
   int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
                                 quantized gather; -1: counted from the result */
+  hvds_sparse_input_t* unordered; /* the dense baseline's input when its ordering was deferred
+                                     (the stream passed is then empty), else NULL */
 } hvds_sparse_ctx_t;
 
 /* An algorithm: in is this rank's stream over [0, dim) (sorted, dense by the byte rule); out is

@@ -1,6 +1,6 @@
-/* The sparse stream (sparse_stream.h): layout checks, memory, input normalization (validate,
- * sort, sum duplicates, dense switch), scatter to dense, and the radix sort everything uses.
- * Merging and splitting live in sparse_merge.c. */
+/* The sparse stream (sparse_stream.h): layout checks, memory, scatter to dense, and the radix
+ * sort everything uses. Merging and splitting live in sparse_merge.c, the caller's input in
+ * sparse_input.c. */
 #include "sparse_stream.h"
 
 #include <stdio.h>
@@ -191,31 +191,6 @@ double hvds__sparse_sort_steps(double n, double max_key, int unique) {
   return rank < radix ? rank : radix;
 }
 
-/* Bits of keys up to max_key. */
-static int key_bits(uint64_t max_key) {
-  int b = 0;
-  while (b < 64 && (max_key >> b) != 0) b++;
-  return b;
-}
-
-/* Passes of the packed sort: digits of at most 12 bits (a 32 KiB histogram). */
-static int packed_passes(int bits) { return (bits + 11) / 12; }
-
-double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted) {
-  double rows = n * rb / 16;  // a step per 16 bytes of values copied or summed
-  int passes = packed_passes(key_bits((uint64_t)max_key));  // sort_and_sum's
-  return sorted ? n + rows : 4 * n + 2 * n * passes + rows;
-}
-
-/* Set bits of a 64-bit word, branch-free (the builtin calls a library routine unless the
- * build targets a processor with the instruction). */
-static inline uint64_t popcount64(uint64_t w) {
-  w -= (w >> 1) & 0x5555555555555555ull;
-  w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
-  w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
-  return (w * 0x0101010101010101ull) >> 56;
-}
-
 /* Ranks through the radix sort of (key, position) pairs; the sorted keys replace the keys. */
 static hvds_result_t ranks_by_sort(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank) {
   uint64_t* pos = malloc(n * sizeof(uint64_t));
@@ -239,11 +214,11 @@ hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key
   uint64_t acc = 0;
   for (size_t w = 0; w < words; w++) {
     before[w] = acc;
-    acc += popcount64(bits[w]);
+    acc += hvds__popcount64(bits[w]);
   }
   for (size_t i = 0; i < n; i++) {
     uint64_t w = key[i] >> 6;
-    rank[i] = before[w] + popcount64(bits[w] & ((1ull << (key[i] & 63)) - 1));
+    rank[i] = before[w] + hvds__popcount64(bits[w] & ((1ull << (key[i] & 63)) - 1));
   }
   size_t t = 0;  // the marks, in order, are the sorted keys
   for (size_t w = 0; w < words; w++)
@@ -254,153 +229,6 @@ hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key
 }
 
 /* ---- Input normalization ---- */
-
-/* Checks every index against [0, dim). Returns 1 if strictly ascending, 0 if not, -1 on a bad
- * index (recorded in chk). */
-static int scan_indices(const hvds_sparse_layout_t* lay, const void* indices, size_t nnz,
-                        hvds_sparse_input_check_t* chk) {
-  int sorted = 1;
-  int64_t prev = -1;
-  for (size_t i = 0; i < nnz; i++) {
-    int64_t x = hvds__sparse_idx_get(lay, indices, i);
-    if (x < 0 || (uint64_t)x >= (uint64_t)lay->dim) {
-      *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_BAD_INDEX, x, i, 0};
-      return -1;
-    }
-    if (x <= prev) sorted = 0;
-    prev = x;
-  }
-  return sorted;
-}
-
-/* Sorted unique input: copy it, sparse or dense. */
-static hvds_result_t copy_sorted(const hvds_sparse_layout_t* lay, const void* indices,
-                                 const char* values, size_t nnz, hvds_sstream_t* out) {
-  size_t rb = hvds__sparse_row_bytes(lay);
-  int dense = hvds__sparse_dense_rule(lay, nnz, lay->dim);
-  size_t n = dense ? lay->dim : nnz;
-  if (hvds__sstream_alloc(lay, 0, lay->dim, n, dense, out) != HVDS_SUCCESS)
-    return HVDS_SYSTEM_ERROR;
-  char* val = hvds__sstream_val(lay, out);
-  if (!dense) {
-    memcpy(out->base, indices, nnz * hvds__sparse_idx_bytes(lay));
-    memcpy(val, values, nnz * rb);
-    return HVDS_SUCCESS;
-  }
-  memset(val, 0, n * rb);
-  for (size_t i = 0; i < nnz; i++)
-    hvds__sparse_row_copy(val + (size_t)hvds__sparse_idx_get(lay, indices, i) * rb, values + i * rb,
-                          rb);
-  return HVDS_SUCCESS;
-}
-
-/* ---- Normalizing unsorted input ---- */
-
-/* Stable LSD radix sort of n words by their bits [32, 32 + bits): an index above a 32-bit
- * position, so one 8-byte word moves per entry and equal indices keep input order. tmp holds n
- * words; the sorted words end in a. */
-static hvds_result_t sort_packed(uint64_t* a, uint64_t* tmp, size_t n, int bits) {
-  int passes = packed_passes(bits);
-  if (passes == 0) return HVDS_SUCCESS;
-  int digit = (bits + passes - 1) / passes;
-  size_t* count = malloc(((size_t)1 << digit) * sizeof(size_t));
-  if (count == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t mask = ((uint64_t)1 << digit) - 1, *src = a, *dst = tmp;
-  for (int p = 0; p < passes; p++) {
-    int shift = 32 + p * digit;
-    memset(count, 0, ((size_t)1 << digit) * sizeof(size_t));
-    for (size_t i = 0; i < n; i++) count[(src[i] >> shift) & mask]++;
-    size_t at = 0;
-    for (size_t d = 0; d <= mask; d++) {
-      size_t c = count[d];
-      count[d] = at;
-      at += c;
-    }
-    for (size_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & mask]++] = src[i];
-    uint64_t* t = src;
-    src = dst;
-    dst = t;
-  }
-  if (src != a) memcpy(a, src, n * sizeof(uint64_t));
-  free(count);
-  return HVDS_SUCCESS;
-}
-
-/* Whether index << 32 | position packs every entry into one word. */
-static int packable(const hvds_sparse_layout_t* lay, size_t nnz) {
-  return nnz <= UINT32_MAX && lay->dim <= (size_t)UINT32_MAX + 1;
-}
-
-/* Unsorted or duplicated input: sort the entries by index (stable), then sum each run of equal
- * indices in input order. */
-static hvds_result_t sort_and_sum(const hvds_sparse_layout_t* lay, const void* indices,
-                                  const char* values, size_t nnz, hvds_sstream_t* out) {
-  size_t rb = hvds__sparse_row_bytes(lay);
-  uint64_t* key = hvds__sparse_buf_alloc(2 * nnz * sizeof(uint64_t));
-  if (key == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t* pos = key + nnz;
-  hvds_result_t rc;
-  if (packable(lay, nnz)) {
-    for (size_t i = 0; i < nnz; i++)
-      key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i) << 32 | (uint64_t)i;
-    rc = sort_packed(key, pos, nnz, key_bits(lay->dim - 1));
-    for (size_t i = 0; i < nnz; i++) {  // unpack in place: key = index, pos = position
-      pos[i] = key[i] & UINT32_MAX;
-      key[i] >>= 32;
-    }
-  } else {
-    for (size_t i = 0; i < nnz; i++) {
-      key[i] = (uint64_t)hvds__sparse_idx_get(lay, indices, i);
-      pos[i] = i;
-    }
-    rc = hvds__sparse_sort_pairs(key, pos, nnz, lay->dim - 1);
-  }
-  size_t u = 0;
-  for (size_t i = 0; i < nnz; i++) u += i == 0 || key[i] != key[i - 1];
-  int dense = hvds__sparse_dense_rule(lay, u, lay->dim);
-  if (rc == HVDS_SUCCESS)
-    rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : u, dense, out);
-  if (rc != HVDS_SUCCESS) {
-    hvds__sparse_buf_free(key);
-    return HVDS_SYSTEM_ERROR;
-  }
-  char* val = hvds__sstream_val(lay, out);
-  if (dense) memset(val, 0, lay->dim * rb);
-  size_t e = 0;  // output entry of the current run
-  for (size_t i = 0; i < nnz; i++) {
-    int first = i == 0 || key[i] != key[i - 1];
-    if (first && i > 0) e++;
-    size_t at = dense ? key[i] : e;
-    if (first && !dense) hvds__sparse_idx_set(lay, out->base, e, (int64_t)key[i]);
-    if (first)
-      hvds__sparse_row_copy(val + at * rb, values + pos[i] * rb, rb);
-    else
-      hvds__sparse_row_add(lay, val + at * rb, values + pos[i] * rb);
-  }
-  hvds__sparse_buf_free(key);
-  return HVDS_SUCCESS;
-}
-
-hvds_result_t hvds__sstream_from_input(const hvds_sparse_layout_t* lay, const void* indices,
-                                       const void* values, size_t nnz,
-                                       hvds_sparse_input_check_t* chk, hvds_sstream_t* out) {
-  *chk = (hvds_sparse_input_check_t){HVDS_SPARSE_INPUT_OK, 0, 0, 0};
-  *out = (hvds_sstream_t){0, lay->dim, 0, 0, NULL, NULL};
-  if (nnz == 0) return HVDS_SUCCESS;
-  if (indices == NULL || values == NULL) {
-    chk->status = HVDS_SPARSE_INPUT_NULL;
-    return HVDS_INVALID_ARGUMENT;
-  }
-  int sorted = scan_indices(lay, indices, nnz, chk);
-  if (sorted < 0) return HVDS_INVALID_ARGUMENT;
-  chk->steps = hvds__sparse_input_steps((double)nnz, (double)(lay->dim > 0 ? lay->dim - 1 : 0),
-                                        (double)hvds__sparse_row_bytes(lay), sorted);
-  hvds_result_t rc = sorted ? copy_sorted(lay, indices, values, nnz, out)
-                            : sort_and_sum(lay, indices, values, nnz, out);
-  if (rc != HVDS_SUCCESS) chk->status = HVDS_SPARSE_INPUT_NOMEM;
-  return rc;
-}
-
 void hvds__sstream_to_dense(const hvds_sparse_layout_t* lay, const hvds_sstream_t* s, void* dense) {
   size_t rb = hvds__sparse_row_bytes(lay);
   char* d = dense;

@@ -93,30 +93,6 @@ void hvds__sstream_free(hvds_sstream_t* s);
 /* Makes s own its memory (copies a view). */
 hvds_result_t hvds__sstream_own(const hvds_sparse_layout_t* lay, hvds_sstream_t* s);
 
-/* Why a caller's input was rejected; filled by hvds__sstream_from_input. */
-typedef enum {
-  HVDS_SPARSE_INPUT_OK = 0,
-  HVDS_SPARSE_INPUT_BAD_INDEX = 1, /* index outside [0, dim) */
-  HVDS_SPARSE_INPUT_NULL = 2,      /* nnz > 0 with a NULL indices or values pointer */
-  HVDS_SPARSE_INPUT_NOMEM = 3      /* out of memory */
-} hvds_sparse_input_status_t;
-
-typedef struct {
-  hvds_sparse_input_status_t status;
-  int64_t index;   /* BAD_INDEX: the first offending index */
-  size_t position; /* BAD_INDEX: its position in the caller's array */
-  double steps;    /* OK: entry steps the normalization took (hvds__sparse_input_steps) */
-} hvds_sparse_input_check_t;
-
-/* Builds the stream over [0, dim) from the caller's nnz entries: indices in any order, duplicates
- * allowed (their rows are summed, in input order, whatever the reduce op), values nnz * row.
- * Sorted, unique, and dense by the byte rule. Returns HVDS_INVALID_ARGUMENT (BAD_INDEX, NULL)
- * or HVDS_SYSTEM_ERROR (NOMEM) with chk filled; the caller's buffers are never modified. */
-hvds_result_t hvds__sstream_from_input(const hvds_sparse_layout_t* lay, const void* indices,
-                                       const void* values, size_t nnz,
-                                       hvds_sparse_input_check_t* chk /* OUT */,
-                                       hvds_sstream_t* out /* OUT */);
-
 /* out = a + b. ranged: a and b cover the same range, and out is dense by the byte rule on the
  * exact union size; unranged: both sparse, out sparse. */
 hvds_result_t hvds__sstream_merge(const hvds_sparse_layout_t* lay, const hvds_sstream_t* a,
@@ -158,10 +134,14 @@ hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key
  * work; one step moves or counts one entry, a range word counts one). */
 double hvds__sparse_sort_steps(double n, double max_key, int unique);
 
-/* Entry steps of bringing n input entries of rb-byte rows into order (the cost model's input
- * term, in hvds__sparse_sort_steps' units): a scan of the indices and the copy when sorted;
- * else also the keys, the radix sort over [0, max_key] and the summing pass. */
-double hvds__sparse_input_steps(double n, double max_key, double rb, int sorted);
+/* Set bits of a 64-bit word, branch-free (the builtin calls a library routine unless the
+ * build targets a processor with the instruction). */
+static inline uint64_t hvds__popcount64(uint64_t w) {
+  w -= (w >> 1) & 0x5555555555555555ull;
+  w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+  w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return (w * 0x0101010101010101ull) >> 56;
+}
 
 /* dst row += src row (HVDS_SUM of lay->row values). Inline: COO rows of the common types are
  * single adds instead of a kernel-table call. */

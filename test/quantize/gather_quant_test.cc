@@ -365,7 +365,7 @@ TEST(GatherQuantized, BadOrMismatchedWidthFailsEveryRank) {
 TEST(QuantCostModel, GatherTermsShrink) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 0, 0, 0, 0, 0};  // 1 Gbit/s
   for (int P : {2, 3, 4, 8}) {
-    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e5, -1, 0, 0, 0, 0, 0};
+    hvds_sparse_problem_t x = {P, 1e7, 1, 4, 4, 2e5, -1, 0, 0, 0, 0, 0, 0};
     hvds_sparse_problem_t plain = x;
     double full = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);
     for (int bits : {2, 4, 8}) {
@@ -386,7 +386,7 @@ TEST(QuantCostModel, GatherTermsShrink) {
   }
   // A result that fills in: full-precision DSAR is at best 2x dense, so the selector's pick may
   // be dense; at 4 bits DSAR wins clearly.
-  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4, 0, 0, 0, 0};
+  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 3e6, -1, 4, 0, 0, 0, 0, 0};
   EXPECT_EQ(hvds__sparse_select(&x, &net, nullptr), HVDS_SPARSE_DSAR);
 }
 
@@ -397,7 +397,7 @@ TEST(QuantCostModel, EncodeAndDecodePriced) {
   hvds_sparse_net_t timed = net;
   timed.qenc = 6e-9;
   timed.qdec = 2e-9;
-  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 2e5, 1.0, 4, 0, 0, 0, 0};  // identical supports
+  hvds_sparse_problem_t x = {4, 1e7, 1, 4, 4, 2e5, 1.0, 4, 0, 0, 0, 0, 0};  // identical supports
   double extra = hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &timed) -
                  hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net);
   EXPECT_NEAR(extra, 1e7 / 4 * 6e-9 + 1e7 * 2e-9, 1e-12);
@@ -419,7 +419,8 @@ TEST(QuantCostModel, EncodeAndDecodePriced) {
 // selector takes DSAR, which adds straight into its dense range.
 TEST(QuantCostModel, DenseQuantizedRangesFavourDsar) {
   hvds_sparse_net_t net = {10e-6, 1.0 / 125e6, 6e-9, 15e-9, 6e-9, 2e-9, 80e-6};
-  hvds_sparse_problem_t x = {4, 1 << 24, 1, 4, 4, 0.1 * (1 << 24), -1, 4, 0, 0, 0, 0};  // 10% uniform
+  // 10% uniform
+  hvds_sparse_problem_t x = {4, 1 << 24, 1, 4, 4, 0.1 * (1 << 24), -1, 4, 0, 0, 0, 0, 0};
   EXPECT_LT(hvds__sparse_cost(HVDS_SPARSE_DSAR, &x, &net),
             hvds__sparse_cost(HVDS_SPARSE_SSAR_SAG, &x, &net));
   x.nnz = 0.01 * (1 << 24);  // 1%: the ranges stay sparse and split-allgather is cheaper

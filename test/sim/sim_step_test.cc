@@ -94,7 +94,7 @@ TEST(SimStep, SparseBucketsFollowTheSelector) {
   for (int P : {8, 16, 128}) {
     hvds_sim_bucket_pred_t bp;
     hvds_sim_bucket_predict(&n, &c, &b, P, &bp);
-    hvds_sparse_problem_t x = {P, 1e8, 1, 4, 4, 1e5, -1, 0, 0, 0, 0, 0};
+    hvds_sparse_problem_t x = {P, 1e8, 1, 4, 4, 1e5, -1, 0, 0, 0, 0, 0, 0};
     hvds_sparse_net_t sn = {n.alpha, n.beta, 0, 0, 0, 0, 0};
     EXPECT_EQ(bp.sparse, hvds__sparse_select(&x, &sn, nullptr));
     EXPECT_NE(bp.sparse, HVDS_SPARSE_DENSE);

@@ -267,7 +267,7 @@ TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
       uni[p->rank] = res.union_nnz;
       hvds__sparse_result_free(&res);
     });
-    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0, -1, 0};
+    hvds_sparse_problem_t x = {P, double(dim), 1, 4, 4, double(k), w0, 0, 0, 0, -1, 0, 0};
     hvds_sparse_algo_t want = hvds__sparse_select(&x, nullptr, nullptr);
     picks.insert(want);
     for (int r = 0; r < P; r++) {

@@ -1,19 +1,18 @@
 // The sparse stream on one thread: normalization (validation, sort, duplicate sums, the byte
 // rule's threshold), merges (sparse, dense, the switch on the union, symmetry), the tree merge,
 // the split into partitions, and the radix sort.
-#include "sparse_stream.h"
-
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "reduce.h"
+#include "sparse_input.h"
 
 namespace {
 
