@@ -148,7 +148,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                   double input_dense, double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
   hvds_sparse_net_t net = {.alpha = rt.net_alpha,
-                           .beta = rt.net_beta,
+                           .beta = rt.net_beta_loaded,
                            .gamma = rt.work_gamma,
                            .hash = rt.work_hash,
                            .qenc = rt.work_qenc,
@@ -183,7 +183,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
   st->max_nnz = max_nnz;
   st->density = j->lay.dim > 0 ? (double)max_nnz / (double)j->lay.dim : 0;
   st->alpha = rt.net_alpha;
-  st->beta = rt.net_beta;
+  st->beta = rt.net_beta_loaded;
   st->detect = j->format == HVDS_SPARSE_DETECT;
   st->overlap = j->overlap;
   st->input_steps = x.input, st->imbalance = x.imbalance, st->input_dense = x.input_dense;
@@ -379,7 +379,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.tag = hvds__next_tag(j->s);
   o.algorithm = algo;
   o.net.alpha = rt.net_alpha;
-  o.net.beta = rt.net_beta;
+  o.net.beta = rt.net_beta_loaded;
   o.net.gamma = rt.work_gamma;
   o.net.hash = rt.work_hash;
   o.net.qenc = rt.work_qenc;

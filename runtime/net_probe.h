@@ -31,6 +31,16 @@ hvds_result_t hvds__net_probe(struct hvds_p2p* world, double* alpha /* OUT */,
  * given (HVDSPARSE_NET_ALPHA_US). */
 hvds_result_t hvds__round_probe(struct hvds_p2p* world, double alpha, double* round /* OUT */);
 
+/* Collective over world: every rank at once sends 1 MiB to the next rank of a ring while it
+ * receives 1 MiB from the one before, 3 times after a warm-up; *loaded is seconds per byte of
+ * the slowest rank's fastest exchange less alpha, never below beta (the idle pair's). The dense
+ * allreduce and the sparse algorithms' exchanges move their bytes so, every rank at once, and
+ * ranks that share cores (or a link) then move less each than an idle pair: on the development
+ * VM, 8 ranks on 2 cores behind 10 Gbit/s links, about a quarter. beta itself when given
+ * (HVDSPARSE_NET_GBPS) or for a single rank. */
+hvds_result_t hvds__load_probe(struct hvds_p2p* world, double alpha, double beta,
+                               double* loaded /* OUT */);
+
 /* Collective over world: rank 0 draws a random 64-bit key (never 0) and broadcasts it, so every
  * rank passes the same ZEN seed. */
 hvds_result_t hvds__sparse_agree_seed(struct hvds_p2p* world, uint64_t* seed /* OUT */);

@@ -185,6 +185,8 @@ typedef struct hvds_runtime {
   int64_t fusion_threshold;      /* coord */
   double net_alpha;              /* init: seconds per message, rank 0's measurement (net_probe.c) */
   double net_beta;               /* init: seconds per byte, rank 0's measurement */
+  double net_beta_loaded;        /* init: the same with every rank sending at once (the sparse
+                                    cost model's; hvds__load_probe) */
   double work_gamma;             /* init: seconds per sparse entry step, rank 0's (work_probe.h) */
   double work_hash;              /* init: seconds per keyed hash, rank 0's */
   double work_qenc, work_qdec;   /* init: seconds to quantize / decode one value */
