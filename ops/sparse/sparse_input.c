@@ -272,16 +272,42 @@ void hvds__sparse_input_order(hvds_sparse_input_t* in) {
   release_deferred(in);
 }
 
-/* Row x of the dense tensor gets row v: copied for the index's first entry (its mark then
- * cleared), added for the next ones. */
-static inline void scatter_row(hvds_sparse_input_t* in, char* d, size_t rb, uint64_t x,
-                               const void* v) {
-  uint64_t bit = 1ull << (x & 63);
-  if (in->marks[x >> 6] & bit) {
-    hvds__sparse_row_copy(d + x * rb, v, rb);
-    in->marks[x >> 6] &= ~bit;
-  } else {
-    hvds__sparse_row_add(&in->lay, d + x * rb, v);
+/* Writes the entries into the zeroed dense tensor d: an index's first row copied (its mark then
+ * cleared), the next ones added. Everything it reads per entry is a local or a parameter: a
+ * store through d (char) may alias anything in memory, so fields read through `in` would be
+ * loaded again at every entry. */
+static void scatter(hvds_sparse_layout_t lay, const void* indices, const char* values, size_t n,
+                    uint64_t* marks, char* d) {
+  size_t rb = hvds__sparse_row_bytes(&lay);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t x = (uint64_t)hvds__sparse_idx_get(&lay, indices, i), bit = 1ull << (x & 63);
+    if (marks[x >> 6] & bit) {
+      hvds__sparse_row_copy(d + x * rb, values + i * rb, rb);
+      marks[x >> 6] &= ~bit;
+    } else {
+      hvds__sparse_row_add(&lay, d + x * rb, values + i * rb);
+    }
+  }
+}
+
+/* The same for the common case, one float32 value per index, with the index type a local: about
+ * a third faster than the general loop at 2^20 rows, 50% (one thread). */
+static void scatter_f32(const void* indices, int wide, const char* values, size_t n,
+                        uint64_t* marks, char* d) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t x = wide ? (uint64_t)((const int64_t*)indices)[i]
+                      : (uint64_t)(uint32_t)((const int32_t*)indices)[i];
+    uint64_t bit = 1ull << (x & 63), w = marks[x >> 6];
+    float v, sum;
+    memcpy(&v, values + i * sizeof v, sizeof v);
+    if (w & bit) {
+      marks[x >> 6] = w & ~bit;
+      sum = v;
+    } else {
+      memcpy(&sum, d + x * sizeof sum, sizeof sum);
+      sum += v;
+    }
+    memcpy(d + x * sizeof sum, &sum, sizeof sum);
   }
 }
 
@@ -291,13 +317,12 @@ void hvds__sparse_input_to_dense(hvds_sparse_input_t* in, void* dense) {
     hvds__sstream_to_dense(lay, &in->stream, dense);
     return;
   }
-  size_t rb = hvds__sparse_row_bytes(lay);
-  char* d = dense;
-  memset(d, 0, lay->dim * rb);
-  for (size_t i = 0; i < in->nnz; i++)  // at random, but the misses overlap: faster than a
-                                        // pass that first groups the entries by block
-    scatter_row(in, d, rb, (uint64_t)hvds__sparse_idx_get(lay, in->indices, i),
-                in->values + i * rb);
+  memset(dense, 0, lay->dim * hvds__sparse_row_bytes(lay));
+  // At random, but the misses overlap: faster than a pass that first groups the entries by block.
+  if (lay->row == 1 && lay->dtype == HVDS_FLOAT32)
+    scatter_f32(in->indices, lay->index_dtype == HVDS_INT64, in->values, in->nnz, in->marks, dense);
+  else
+    scatter(*lay, in->indices, in->values, in->nnz, in->marks, dense);
   release_deferred(in);
   hvds__sstream_free(&in->stream);
 }
