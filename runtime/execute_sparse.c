@@ -143,17 +143,22 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
   free(o);
 }
 
+/* The network and local work as measured at init, as the cost model takes them. */
+static hvds_sparse_net_t measured_net(void) {
+  return (hvds_sparse_net_t){.alpha = rt.net_alpha,
+                             .beta = rt.net_beta_loaded,
+                             .gamma = rt.work_gamma,
+                             .hash = rt.work_hash,
+                             .qenc = rt.work_qenc,
+                             .qdec = rt.work_qdec,
+                             .round = rt.net_round};
+}
+
 /* The cost model's view of the agreed counts: every algorithm's time and its pick. */
 static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double input_steps,
                   double input_dense, double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
-  hvds_sparse_net_t net = {.alpha = rt.net_alpha,
-                           .beta = rt.net_beta_loaded,
-                           .gamma = rt.work_gamma,
-                           .hash = rt.work_hash,
-                           .qenc = rt.work_qenc,
-                           .qdec = rt.work_qdec,
-                           .round = rt.net_round};
+  hvds_sparse_net_t net = measured_net();
   hvds_sparse_problem_t x = {j->s->n,
                              (double)j->lay.dim,
                              (double)j->lay.row,
@@ -182,8 +187,8 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
   st->row = (int64_t)j->lay.row;
   st->max_nnz = max_nnz;
   st->density = j->lay.dim > 0 ? (double)max_nnz / (double)j->lay.dim : 0;
-  st->alpha = rt.net_alpha;
-  st->beta = rt.net_beta_loaded;
+  st->alpha = net.alpha;
+  st->beta = net.beta;
   st->detect = j->format == HVDS_SPARSE_DETECT;
   st->overlap = j->overlap;
   st->input_steps = x.input, st->imbalance = x.imbalance, st->input_dense = x.input_dense;
@@ -378,13 +383,7 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
   o.tag = hvds__next_tag(j->s);
   o.algorithm = algo;
-  o.net.alpha = rt.net_alpha;
-  o.net.beta = rt.net_beta_loaded;
-  o.net.gamma = rt.work_gamma;
-  o.net.hash = rt.work_hash;
-  o.net.qenc = rt.work_qenc;
-  o.net.qdec = rt.work_qdec;
-  o.net.round = rt.net_round;
+  o.net = measured_net();
   o.zen_seed = rt.zen_seed;
   o.quant_bits = j->quant_bits;
   o.pack_indices = rt.sparse_pack;
