@@ -13,7 +13,14 @@
 
 #define DIGIT_BITS 11
 #define BUCKETS (1 << DIGIT_BITS)
-#define CHUNK 16 /* elements tested together by the collecting pass */
+#define CHUNK 16      /* elements tested together by the collecting pass */
+#define SAMPLE_RUN 16 /* neighbouring elements the sample reads per draw: a cache line */
+
+/* Draw j of the sample: a position below n (the high half of a 64 x 64-bit product, which
+ * spreads a uniform 64-bit number over [0, n) without a division). */
+static inline int64_t draw_below(uint64_t seed, uint64_t j, int64_t n) {
+  return (int64_t)(((unsigned __int128)hvds__splitmix_at(seed, j) * (uint64_t)n) >> 64);
+}
 
 static inline uint32_t key_f32(float v) {
   uint32_t b;
@@ -50,7 +57,8 @@ static void descend(const int64_t* hist, int width, int shift, uint64_t* prefix,
   }
 }
 
-/* The k-th largest of n keys read by KEY(src[i]) (1 <= k <= n), in ceil(BITS / 11) passes. */
+/* The k-th largest of n keys read by KEY(src[i]) (1 <= k <= n), in ceil(BITS / 11) passes over
+ * all of src: the exact path, which has no room to set keys aside. */
 #define DEFINE_KTH(NAME, T, KEY, BITS)                                                  \
   static kth_t NAME(const T* src, int64_t n, int64_t k) {                               \
     uint64_t prefix = 0, mask = 0;                                                      \
@@ -70,11 +78,39 @@ static void descend(const int64_t* hist, int width, int shift, uint64_t* prefix,
     return (kth_t){prefix, above};                                                      \
   }
 
-#define KEY_SELF(k) (k)
+/* The k-th largest of n keys (1 <= k <= n) with room to spare: after each digit only the keys
+ * in the chosen bucket are kept (in spare, n keys long), so the later passes read a few of them
+ * instead of all n. */
+#define DEFINE_KTH_NARROWING(NAME, KEY_T, BITS)                              \
+  static kth_t NAME(const KEY_T* keys, int64_t n, int64_t k, KEY_T* spare) { \
+    uint64_t prefix = 0, mask = 0;                                           \
+    int64_t need = k, above = 0, len = n;                                    \
+    int64_t hist[BUCKETS];                                                   \
+    const KEY_T* src = keys;                                                 \
+    for (int shift = (BITS); shift > 0;) {                                   \
+      int width = shift >= DIGIT_BITS ? DIGIT_BITS : shift;                  \
+      shift -= width;                                                        \
+      uint64_t digit = ((uint64_t)1 << width) - 1;                           \
+      memset(hist, 0, sizeof(int64_t) << width);                             \
+      for (int64_t i = 0; i < len; i++) hist[(src[i] >> shift) & digit]++;   \
+      descend(hist, width, shift, &prefix, &mask, &need, &above);            \
+      if (shift == 0) break;                                                 \
+      int64_t kept = 0;                                                      \
+      for (int64_t i = 0; i < len; i++) { /* branch-free: most keys leave */ \
+        KEY_T key = src[i];                                                  \
+        spare[kept] = key;                                                   \
+        kept += (key & mask) == prefix;                                      \
+      }                                                                      \
+      src = spare;                                                           \
+      len = kept;                                                            \
+    }                                                                        \
+    return (kth_t){prefix, above};                                           \
+  }
+
 DEFINE_KTH(kth_f32, float, key_f32, 31)
 DEFINE_KTH(kth_f64, double, key_f64, 63)
-DEFINE_KTH(kth_keys31, uint64_t, KEY_SELF, 31)
-DEFINE_KTH(kth_keys63, uint64_t, KEY_SELF, 63)
+DEFINE_KTH_NARROWING(kth_keys31, uint32_t, 31)
+DEFINE_KTH_NARROWING(kth_keys63, uint64_t, 63)
 
 /* Appends entry i (value v) to the output. */
 #define EMIT(i, v)                                                                      \
@@ -90,108 +126,157 @@ DEFINE_KTH(kth_keys63, uint64_t, KEY_SELF, 63)
  * equal to it (never zeros). */
 #define TAKE(key, sel, ties) ((key) > (sel).kth || ((key) == (sel).kth && (sel).kth && (ties)-- > 0))
 
+/* The sampled path's candidates: position, key and value, in index order. */
+#define DEFINE_CANDIDATES(SUFFIX, T, KEY_T, KEY)                                            \
+  typedef struct {                                                                          \
+    int64_t* at;                                                                            \
+    KEY_T* keys;                                                                            \
+    T* vals;                                                                                \
+  } cand_##SUFFIX##_t;                                                                      \
+                                                                                            \
+  /* Appends the entries of acc[lo, hi) whose key is >= t after the c found so far; returns \
+   * the new count (those past cap are counted, not kept). */                               \
+  static inline int64_t append_##SUFFIX(const T* acc, int64_t lo, int64_t hi, KEY_T t,      \
+                                        cand_##SUFFIX##_t* cand, int64_t c, int64_t cap) {  \
+    if (c + (hi - lo) <= cap) {                                                             \
+      for (int64_t i = lo; i < hi; i++) { /* branch-free: the slot is reused when not */    \
+        KEY_T key = KEY(acc[i]);                                                            \
+        cand->at[c] = i;                                                                    \
+        cand->keys[c] = key;                                                                \
+        cand->vals[c] = acc[i];                                                             \
+        c += key >= t;                                                                      \
+      }                                                                                     \
+      return c;                                                                             \
+    }                                                                                       \
+    for (int64_t i = lo; i < hi; i++) {                                                     \
+      KEY_T key = KEY(acc[i]);                                                              \
+      if (key < t) continue;                                                                \
+      if (c < cap) {                                                                        \
+        cand->at[c] = i;                                                                    \
+        cand->keys[c] = key;                                                                \
+        cand->vals[c] = acc[i];                                                             \
+      }                                                                                     \
+      c++;                                                                                  \
+    }                                                                                       \
+    return c;                                                                               \
+  }
+
+DEFINE_CANDIDATES(f32, float, uint32_t, key_f32)
+DEFINE_CANDIDATES(f64, double, uint64_t, key_f64)
+
 /* The whole of one element type: exact selection over acc, the sampled path, the entry. */
-#define DEFINE_TOPK(SUFFIX, T, KEY_T, KEY, KTH, KTH_KEYS)                                        \
-  static int64_t exact_##SUFFIX(T* acc, int64_t n, int64_t k, int32_t* idx32,              \
-                                int64_t* idx64, T* vals) {                                 \
-    kth_t sel = KTH(acc, n, k);                                                            \
-    int64_t ties = k - sel.above, c = 0;                                                   \
-    for (int64_t i = 0; i < n && c < k; i++) {                                             \
-      uint64_t key = KEY(acc[i]);                                                          \
-      if (TAKE(key, sel, ties)) {                                                          \
-        EMIT(i, acc[i]);                                                                   \
-        acc[i] = 0;                                                                        \
-      }                                                                                    \
-    }                                                                                      \
-    return c;                                                                              \
-  }                                                                                        \
-                                                                                           \
-  static void add_##SUFFIX(T* acc, const T* grad, int64_t n) {                             \
-    for (int64_t i = 0; i < n; i++) acc[i] += grad[i];                                     \
-  }                                                                                        \
-                                                                                           \
-  /* The sampled threshold's key (at least 1: zeros are never candidates). */               \
-  static uint64_t threshold_##SUFFIX(const T* acc, const T* grad, int64_t n,               \
-                                     const hvds_topk_plan_t* plan, uint64_t* keys) {       \
-    for (int64_t j = 0; j < plan->sample; j++) {                                           \
-      int64_t i = (int64_t)(hvds__splitmix_at(plan->seed, (uint64_t)j) % (uint64_t)n);     \
-      keys[j] = KEY(grad ? (T)(acc[i] + grad[i]) : acc[i]);                                \
-    }                                                                                      \
-    uint64_t t = KTH_KEYS(keys, plan->sample, plan->sample_rank).kth;                      \
-    return t ? t : 1;                                                                      \
-  }                                                                                        \
-                                                                                           \
-  /* Adds, stores and collects the candidates (key >= t); returns how many there were,     \
-   * of which the first cap are in cand. Blocks of CHUNK elements are added and tested      \
-   * branch-free (vectorised); the rare block holding a candidate is scanned again. */      \
-  static int64_t collect_##SUFFIX(T* acc, const T* grad, int64_t n, uint64_t t64,          \
-                                  int64_t* cand, int64_t cap) {                            \
-    KEY_T t = (KEY_T)t64; /* keys of this type fit their own width */                       \
-    int64_t c = 0;                                                                         \
-    for (int64_t lo = 0; lo < n; lo += CHUNK) {                                            \
-      int64_t hi = n - lo < CHUNK ? n : lo + CHUNK;                                        \
-      int hit = 0;                                                                         \
-      if (grad)                                                                            \
-        for (int64_t i = lo; i < hi; i++) {                                                \
-          acc[i] += grad[i];                                                               \
-          hit |= KEY(acc[i]) >= t;                                                         \
-        }                                                                                  \
-      else                                                                                 \
-        for (int64_t i = lo; i < hi; i++) hit |= KEY(acc[i]) >= t;                         \
-      if (!hit) continue;                                                                  \
-      for (int64_t i = lo; i < hi; i++)                                                    \
-        if (KEY(acc[i]) >= t) {                                                            \
-          if (c < cap) cand[c] = i;                                                        \
-          c++;                                                                             \
-        }                                                                                  \
-    }                                                                                      \
-    return c;                                                                              \
-  }                                                                                        \
-                                                                                           \
-  static hvds_result_t feedback_##SUFFIX(T* acc, const T* grad, int64_t n,                 \
-                                         const hvds_topk_plan_t* plan, int32_t* idx32,     \
-                                         int64_t* idx64, T* vals, int64_t* count,          \
-                                         int32_t* exact) {                                 \
-    int64_t k = plan->k < n ? plan->k : n;                                                 \
-    *exact = 1;                                                                            \
-    if (plan->sample <= 0 || k >= n) {                                                     \
-      if (grad) add_##SUFFIX(acc, grad, n);                                                \
-      *count = exact_##SUFFIX(acc, n, k, idx32, idx64, vals);                              \
-      return HVDS_SUCCESS;                                                                 \
-    }                                                                                      \
-    int64_t cap = hvds__topk_candidate_cap(k);                                             \
-    int64_t room = cap > plan->sample ? cap : plan->sample;                                \
-    int64_t* cand = malloc((size_t)cap * sizeof(int64_t));                                 \
-    uint64_t* keys = malloc((size_t)room * sizeof(uint64_t));                              \
-    if (!cand || !keys) {                                                                  \
-      free(cand);                                                                          \
-      free(keys);                                                                          \
-      if (grad) add_##SUFFIX(acc, grad, n);                                                \
-      *count = 0;                                                                          \
-      return HVDS_SYSTEM_ERROR;                                                            \
-    }                                                                                      \
-    uint64_t t = threshold_##SUFFIX(acc, grad, n, plan, keys);                             \
-    int64_t found = collect_##SUFFIX(acc, grad, n, t, cand, cap);                          \
-    if (found > cap || (found < k && t > 1)) {                                             \
-      /* An unlucky sample; with t == 1 every non-zero is a candidate and fewer is right. */ \
-      *count = exact_##SUFFIX(acc, n, k, idx32, idx64, vals);                              \
-    } else {                                                                               \
-      *exact = 0;                                                                          \
-      int64_t take = found < k ? found : k, c = 0;                                         \
-      for (int64_t j = 0; j < found; j++) keys[j] = KEY(acc[cand[j]]);                     \
-      kth_t sel = take ? KTH_KEYS(keys, found, take) : (kth_t){UINT64_MAX, 0};             \
-      int64_t ties = take - sel.above;                                                     \
-      for (int64_t j = 0; j < found && c < take; j++) {                                    \
-        if (TAKE(keys[j], sel, ties)) {                                                    \
-          EMIT(cand[j], acc[cand[j]]);                                                     \
-          acc[cand[j]] = 0;                                                                \
-        }                                                                                  \
-      }                                                                                    \
-      *count = c;                                                                          \
-    }                                                                                      \
-    free(cand);                                                                            \
-    free(keys);                                                                            \
-    return HVDS_SUCCESS;                                                                   \
+#define DEFINE_TOPK(SUFFIX, T, KEY_T, KEY, KTH, KTH_KEYS)                                          \
+  static int64_t exact_##SUFFIX(T* acc, int64_t n, int64_t k, int32_t* idx32, int64_t* idx64,      \
+                                T* vals) {                                                         \
+    kth_t sel = KTH(acc, n, k);                                                                    \
+    int64_t ties = k - sel.above, c = 0;                                                           \
+    for (int64_t i = 0; i < n && c < k; i++) {                                                     \
+      uint64_t key = KEY(acc[i]);                                                                  \
+      if (TAKE(key, sel, ties)) {                                                                  \
+        EMIT(i, acc[i]);                                                                           \
+        acc[i] = 0;                                                                                \
+      }                                                                                            \
+    }                                                                                              \
+    return c;                                                                                      \
+  }                                                                                                \
+                                                                                                   \
+  static void add_##SUFFIX(T* acc, const T* grad, int64_t n) {                                     \
+    for (int64_t i = 0; i < n; i++) acc[i] += grad[i];                                             \
+  }                                                                                                \
+                                                                                                   \
+  /* The sampled threshold's key (at least 1: zeros are never candidates). The sample is           \
+   * drawn as runs of SAMPLE_RUN neighbours starting at random places: the same share of           \
+   * acc with a cache miss or two per run instead of one per element. */                           \
+  static uint64_t threshold_##SUFFIX(const T* acc, const T* grad, int64_t n,                       \
+                                     const hvds_topk_plan_t* plan, KEY_T* keys, KEY_T* spare) {    \
+    int64_t m = plan->sample;                                                                      \
+    for (int64_t j = 0; j < m; j += SAMPLE_RUN) {                                                  \
+      int64_t len = m - j < SAMPLE_RUN ? m - j : SAMPLE_RUN;                                       \
+      int64_t lo = n >= SAMPLE_RUN ? draw_below(plan->seed, (uint64_t)j, n - SAMPLE_RUN + 1) : 0;  \
+      for (int64_t r = 0; r < len; r++) {                                                          \
+        int64_t i = n >= SAMPLE_RUN ? lo + r : draw_below(plan->seed, (uint64_t)(j + r), n);       \
+        keys[j + r] = (KEY_T)KEY(grad ? (T)(acc[i] + grad[i]) : acc[i]);                           \
+      }                                                                                            \
+    }                                                                                              \
+    uint64_t t = KTH_KEYS(keys, m, plan->sample_rank, spare).kth;                                  \
+    return t ? t : 1;                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  /* Adds, stores and collects the candidates (key >= t) with their keys and values; returns       \
+   * how many there were, of which the first cap are in cand. Blocks of CHUNK elements are         \
+   * added and tested branch-free (vectorised); the rare block holding a candidate is              \
+   * scanned again, appending branch-free while the buffers have room for a whole block. */        \
+  static int64_t collect_##SUFFIX(T* acc, const T* grad, int64_t n, uint64_t t64,                  \
+                                  cand_##SUFFIX##_t* cand, int64_t cap) {                          \
+    KEY_T t = (KEY_T)t64; /* keys of this type fit their own width */                              \
+    int64_t c = 0;                                                                                 \
+    for (int64_t lo = 0; lo < n; lo += CHUNK) {                                                    \
+      int64_t hi = n - lo < CHUNK ? n : lo + CHUNK;                                                \
+      int hit = 0;                                                                                 \
+      if (grad)                                                                                    \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+          acc[i] += grad[i];                                                                       \
+          hit |= KEY(acc[i]) >= t;                                                                 \
+        }                                                                                          \
+      else                                                                                         \
+        for (int64_t i = lo; i < hi; i++) hit |= KEY(acc[i]) >= t;                                 \
+      if (hit) c = append_##SUFFIX(acc, lo, hi, t, cand, c, cap);                                  \
+    }                                                                                              \
+    return c;                                                                                      \
+  }                                                                                                \
+                                                                                                   \
+  /* The top `take` of the found candidates, out in index order and zeroed in acc. */              \
+  static int64_t take_##SUFFIX(T* acc, const cand_##SUFFIX##_t* cand, int64_t found, int64_t take, \
+                               KEY_T* spare, int32_t* idx32, int64_t* idx64, T* vals) {            \
+    kth_t sel = take ? KTH_KEYS(cand->keys, found, take, spare) : (kth_t){UINT64_MAX, 0};          \
+    int64_t ties = take - sel.above, c = 0;                                                        \
+    for (int64_t j = 0; j < found && c < take; j++) {                                              \
+      if (TAKE((uint64_t)cand->keys[j], sel, ties)) {                                              \
+        EMIT(cand->at[j], cand->vals[j]);                                                          \
+        acc[cand->at[j]] = 0;                                                                      \
+      }                                                                                            \
+    }                                                                                              \
+    return c;                                                                                      \
+  }                                                                                                \
+                                                                                                   \
+  static hvds_result_t feedback_##SUFFIX(                                                          \
+      T* acc, const T* grad, int64_t n, const hvds_topk_plan_t* plan, int32_t* idx32,              \
+      int64_t* idx64, T* vals, int64_t* count, int32_t* exact) {                                   \
+    int64_t k = plan->k < n ? plan->k : n;                                                         \
+    *exact = 1;                                                                                    \
+    if (plan->sample <= 0 || k >= n) {                                                             \
+      if (grad) add_##SUFFIX(acc, grad, n);                                                        \
+      *count = exact_##SUFFIX(acc, n, k, idx32, idx64, vals);                                      \
+      return HVDS_SUCCESS;                                                                         \
+    }                                                                                              \
+    int64_t cap = hvds__topk_candidate_cap(k);                                                     \
+    int64_t room = cap > plan->sample ? cap : plan->sample;                                        \
+    cand_##SUFFIX##_t cand = {malloc((size_t)cap * sizeof(int64_t)),                               \
+                              malloc((size_t)room * sizeof(KEY_T)),                                \
+                              malloc((size_t)cap * sizeof(T))};                                    \
+    KEY_T* spare = malloc((size_t)room * sizeof(KEY_T));                                           \
+    hvds_result_t rc = HVDS_SUCCESS;                                                               \
+    if (!cand.at || !cand.keys || !cand.vals || !spare) {                                          \
+      if (grad) add_##SUFFIX(acc, grad, n);                                                        \
+      *count = 0;                                                                                  \
+      rc = HVDS_SYSTEM_ERROR;                                                                      \
+    } else {                                                                                       \
+      uint64_t t = threshold_##SUFFIX(acc, grad, n, plan, cand.keys, spare);                       \
+      int64_t found = collect_##SUFFIX(acc, grad, n, t, &cand, cap);                               \
+      if (found > cap || (found < k && t > 1)) {                                                   \
+        /* An unlucky sample; with t == 1 every non-zero is a candidate and fewer is right. */     \
+        *count = exact_##SUFFIX(acc, n, k, idx32, idx64, vals);                                    \
+      } else {                                                                                     \
+        *exact = 0;                                                                                \
+        *count =                                                                                   \
+            take_##SUFFIX(acc, &cand, found, found < k ? found : k, spare, idx32, idx64, vals);    \
+      }                                                                                            \
+    }                                                                                              \
+    free(cand.at);                                                                                 \
+    free(cand.keys);                                                                               \
+    free(cand.vals);                                                                               \
+    free(spare);                                                                                   \
+    return rc;                                                                                     \
   }
 
 DEFINE_TOPK(f32, float, uint32_t, key_f32, kth_f32, kth_keys31)

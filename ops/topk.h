@@ -10,10 +10,12 @@
  * Magnitudes compare as the integers of their bit patterns with the sign cleared (a NaN ranks
  * above infinity, so a broken gradient is always sent). With a sample (plan->sample > 0) the
  * threshold is the plan->sample_rank-th largest magnitude among plan->sample entries of
- * acc + grad drawn at random (splitmix64 of plan->seed); one fused pass adds, stores and collects
- * the entries at or above it, and an exact selection among those candidates picks k. When the
- * candidates are fewer than k (an unlucky sample) or more than a buffer of 3k + 1024 holds, and
- * without a sample, the selection is exact over all of acc: a radix selection of 11 bits per pass
+ * acc + grad, read as runs of 16 neighbours that start at random places (splitmix64 of
+ * plan->seed; a cache miss per run, not per entry); one fused pass adds, stores and collects
+ * the entries at or above it with their magnitudes and values, and a radix selection among
+ * those candidates (each pass keeping only the chosen bucket) picks k. When the candidates are
+ * fewer than k (an unlucky sample) or more than a buffer of 3k + 1024 holds, and without a
+ * sample, the selection is exact over all of acc: a radix selection of 11 bits per pass
  * (3 passes for float32, 6 for float64), then one collecting pass. Either way the result is the
  * exact top k; only the time differs.
  */

@@ -172,6 +172,40 @@ TYPED_TEST(TopK, TiesGoToTheLowerIndicesAndTheCountStaysK) {
   for (int64_t j = 0; j < n; j++) EXPECT_EQ(acc[j], j < k ? (T)0 : (T)1);
 }
 
+// The sampled path with many candidates of equal magnitude at the k-th: the candidates' own
+// selection breaks the ties by index as the exact path does.
+TYPED_TEST(TopK, SampledTiesAtTheKthGoToTheLowerIndices) {
+  using T = TypeParam;
+  const int64_t n = (1 << 18) + 13, k = n / 100;
+  std::mt19937 rng(11);
+  std::vector<T> acc(n);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t r = rng() % 1000;  // 0.5% at 3, 1% at 2 (the k-th falls among them), rest below 1
+    acc[i] = r < 5 ? (T)3 : r < 15 ? (T)-2 : (T)((double)(rng() % 1000000 + 1) * 1e-6);
+  }
+  auto before = acc;
+  Result r = run<T>(acc, nullptr, sampled_plan(n, k, 1.5, 2));
+  EXPECT_EQ(r.exact, 0);
+  ASSERT_EQ((int64_t)r.idx.size(), k);
+  expect_topk(before, acc, r, k);
+}
+
+// Samples longer than the tensor, tensors shorter than a sampled run and lengths that are no
+// multiple of it: the sample stays inside acc and the result is the exact top k.
+TYPED_TEST(TopK, SampleRunsStayInsideAnyLength) {
+  using T = TypeParam;
+  for (int64_t n : {3, 15, 16, 17, 100, 1001}) {
+    for (int64_t m : {1, 7, 16, 40, 2000}) {
+      int64_t k = std::max<int64_t>(1, n / 10);
+      auto acc = distinct<T>(n, (uint32_t)(n * 7 + m));
+      auto before = acc;
+      Result r = run<T>(acc, nullptr, {k, m, std::min<int64_t>(m, 2), (uint64_t)m});
+      ASSERT_EQ((int64_t)r.idx.size(), k) << "n " << n << " sample " << m;
+      expect_topk(before, acc, r, k);
+    }
+  }
+}
+
 TYPED_TEST(TopK, ZerosAreNeverSent) {
   using T = TypeParam;
   const int64_t n = 100000, k = 1000;
