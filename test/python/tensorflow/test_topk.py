@@ -60,6 +60,34 @@ def test_sampled_threshold_selects_the_exact_topk(mode):
         assert sorted(idx.numpy().tolist()) == sorted(sort_topk(x, tight.k(n)).tolist())
 
 
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_feedback_in_c_and_in_tensorflow_agree(mode, dtype):
+    """float32/float64 CPU residuals select in C (indices in increasing order), float16 with
+    TensorFlow's ops; both send the exact top k of residual + gradient and keep the rest."""
+    n = 1 << 17
+    comp = TopKCompressor(0.01)
+    res = comp.residual_for("g", tf.TensorShape([n]), tf.as_dtype(dtype))
+    start = distinct(n, 7).astype(dtype)
+    res.assign(start)
+    grad = (distinct(n, 8) * 0.5).astype(dtype)
+    acc = start + grad
+    feedback = comp.feedback if mode == "eager" else tf.function(comp.feedback)
+    values, idx = feedback(tf.constant(grad), res)
+    idx, values = idx.numpy(), values.numpy()
+    k = comp.k(n)
+    assert sorted(idx.tolist()) == sorted(sort_topk(acc, k).tolist())
+    np.testing.assert_array_equal(values, acc[idx])
+    kept = acc.copy()
+    kept[idx] = 0
+    np.testing.assert_array_equal(res.numpy(), kept)
+    if dtype in (np.float32, np.float64):
+        assert comp._calls == 1, "selected by TensorFlow's ops, not in C"
+        assert (np.diff(idx) > 0).all(), "C gives the indices in increasing order"
+    else:
+        assert comp._calls == 0
+
+
 def test_error_feedback_tracks_the_gradient_sum():
     n, comp = 1000, TopKCompressor(0.05)
     res = comp.residual_for("g", tf.TensorShape([n]), tf.float64)

@@ -17,11 +17,14 @@ those. CPU float32/float64 tensors select in C (hvds_topk_feedback: one fused pa
 the residual and the candidates), which never sends zeros (fewer than k entries when the tensor
 has fewer non-zeros); elsewhere the framework's own top-k does it and sends exactly k.
 """
+import ctypes
 import math
 
+from hvdsparse.common import _lib
 from hvdsparse.common.compression import Compressor
 
 MIN_SAMPLE = 1024
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 class TopKCompressorBase(Compressor):
@@ -59,6 +62,7 @@ class TopKCompressorBase(Compressor):
         self.margin = float(margin)
         self.seed = int(seed)
         self.fallbacks = 0  # sampled selections that needed the exact fallback
+        self._calls = 0  # native selections so far: each draws its sample with its own seed
 
     def __repr__(self):
         return "Compression.topk(%g, min_numel=%d)" % (self.ratio, self.min_numel)
@@ -82,3 +86,23 @@ class TopKCompressorBase(Compressor):
         expected = self.k(numel) * m / numel
         rank = int(math.ceil(self.oversample * expected + self.margin * math.sqrt(expected))) + 1
         return m, min(m, rank)
+
+    def native_feedback(self, acc, grad, dtype, n, indices, index_dtype, values):
+        """Error feedback and selection in C (hvds_topk_feedback) on host buffers given by
+        address: acc (n elements of the C dtype, updated in place to acc + grad - sent), grad (or
+        None), and room for k indices (index_dtype) and k values. Returns how many were
+        selected (at most k: zeros are never sent); counts a sampled selection that fell back
+        to the exact one in `fallbacks`."""
+        k = self.k(n)
+        m, rank = self.sample_plan(n) if self.sampled(n) else (0, 0)
+        self._calls += 1
+        plan = _lib.TopKPlan(k, m, rank, (self.seed * _GOLDEN + self._calls) % (1 << 64))
+        count, exact = ctypes.c_int64(0), ctypes.c_int32(0)
+        rc = _lib.lib().hvds_topk_feedback(acc, grad, dtype, n, ctypes.byref(plan), indices,
+                                           index_dtype, values, ctypes.byref(count),
+                                           ctypes.byref(exact))
+        if rc != _lib.SUCCESS:
+            raise RuntimeError("hvdsparse: top-k selection failed: %s" % _lib.last_error())
+        if m and exact.value:
+            self.fallbacks += 1
+        return count.value

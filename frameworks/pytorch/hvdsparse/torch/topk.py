@@ -26,7 +26,6 @@ from hvdsparse.torch.handles import (_TO_C, _enqueue, _options, _register, _requ
 STATE_KEY = "hvdsparse"
 RESIDUAL_KEY = "topk_residual"
 NATIVE_DTYPES = (torch.float32, torch.float64)  # what hvds_topk_feedback selects from
-_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def quant_bits_supported():
@@ -52,7 +51,6 @@ class TopKCompressor(TopKCompressorBase):
         super().__init__(*args, **kwargs)
         self._gen = torch.Generator().manual_seed(self.seed)
         self._scratch = {}  # (dtype, device) -> buffer for |acc|, the largest tensor's size
-        self._calls = 0  # native selections so far: each draws its sample with its own seed
 
     @staticmethod
     def _native_ok(acc, grad=None):
@@ -67,23 +65,14 @@ class TopKCompressor(TopKCompressorBase):
         indices fit (what the sparse allreduce sends)."""
         n = acc.numel()
         k = self.k(n)
-        m, rank = self.sample_plan(n) if self.sampled(n) else (0, 0)
-        self._calls += 1
-        plan = _lib.TopKPlan(k, m, rank, (self.seed * _GOLDEN + self._calls) % (1 << 64))
         wire = csparse.wire_index_dtype(n)
         idx = torch.empty(k, dtype=torch.int32 if wire == _lib.INT32 else torch.int64)
         vals = torch.empty(k, dtype=acc.dtype)
-        count, exact = ctypes.c_int64(0), ctypes.c_int32(0)
         flat_grad = None if grad is None else grad.reshape(-1).contiguous()
-        rc = _lib.lib().hvds_topk_feedback(
-            acc.data_ptr(), None if flat_grad is None else flat_grad.data_ptr(), _TO_C[acc.dtype],
-            n, ctypes.byref(plan), idx.data_ptr(), wire, vals.data_ptr(), ctypes.byref(count),
-            ctypes.byref(exact))
-        if rc != _lib.SUCCESS:
-            raise RuntimeError("hvdsparse: top-k selection failed: %s" % _lib.last_error())
-        if m and exact.value:
-            self.fallbacks += 1
-        return vals[:count.value], idx[:count.value]
+        count = self.native_feedback(acc.data_ptr(),
+                                     None if flat_grad is None else flat_grad.data_ptr(),
+                                     _TO_C[acc.dtype], n, idx.data_ptr(), wire, vals.data_ptr())
+        return vals[:count], idx[:count]
 
     def _magnitudes(self, flat):
         """|flat| in a reused buffer: a fresh tensor of that size each step costs more in page
