@@ -389,6 +389,9 @@ static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
   o.pack_indices = rt.sparse_pack;
   o.overlap = j->overlap;
   memcpy(o.calib, j->calib, sizeof o.calib);
+  /* The dense steps (the dense baseline's allreduce, DSAR's and the gathers' rings) pipeline
+   * in segments sized for the link as the dense path's are; the whole tensor bounds them. */
+  o.chunk_bytes = hvds__ring_chunk((size_t)j->lay.dim * hvds__sparse_row_bytes(&j->lay), j->s->n);
   return o;
 }
 
