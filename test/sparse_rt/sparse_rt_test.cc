@@ -238,6 +238,18 @@ INSTANTIATE_TEST_SUITE_P(Np, SparseRtOverlap, ::testing::Values(1, 3, 4),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
 
 // Over Gloo's pairs as well as the default transport.
+// The sparse algorithms' dense steps (the dense baseline's allreduce, DSAR's gather, the
+// gathers' rings) take the runtime's ring segment: tiny and odd segments still give every
+// algorithm's exact result.
+TEST(SparseRtKnobs, TinyRingSegmentsKeepEveryAlgorithmExact) {
+  for (const char* chunk : {"HVDSPARSE_RING_CHUNK_BYTES=12", "HVDSPARSE_RING_CHUNK_BYTES=200"}) {
+    RunResult r =
+        RunScenario(3, "basic", {"HVDSPARSE_NET_ALPHA_US=20", "HVDSPARSE_NET_GBPS=10", chunk});
+    ASSERT_EQ(r.status, 0) << chunk << "\n" << r.output;
+    EXPECT_EQ(Count(r.output, "PASS basic"), 3) << chunk << "\n" << r.output;
+  }
+}
+
 TEST(SparseRtTransports, GlooPairs) {
   RunResult r = RunScenario(3, "basic", {"HVDSPARSE_TRANSPORT=gloo"});
   ASSERT_EQ(r.status, 0) << r.output;
