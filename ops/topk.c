@@ -135,28 +135,18 @@ DEFINE_KTH_NARROWING(kth_keys63, uint64_t, 63)
   } cand_##SUFFIX##_t;                                                                      \
                                                                                             \
   /* Appends the entries of acc[lo, hi) whose key is >= t after the c found so far; returns \
-   * the new count (those past cap are counted, not kept). */                               \
+   * the new count (those past cap are counted, not kept). Branch-free on the key: a slot   \
+   * is written either way and reused when the entry is not a candidate. */                 \
   static inline int64_t append_##SUFFIX(const T* acc, int64_t lo, int64_t hi, KEY_T t,      \
                                         cand_##SUFFIX##_t* cand, int64_t c, int64_t cap) {  \
-    if (c + (hi - lo) <= cap) {                                                             \
-      for (int64_t i = lo; i < hi; i++) { /* branch-free: the slot is reused when not */    \
-        KEY_T key = KEY(acc[i]);                                                            \
-        cand->at[c] = i;                                                                    \
-        cand->keys[c] = key;                                                                \
-        cand->vals[c] = acc[i];                                                             \
-        c += key >= t;                                                                      \
-      }                                                                                     \
-      return c;                                                                             \
-    }                                                                                       \
     for (int64_t i = lo; i < hi; i++) {                                                     \
       KEY_T key = KEY(acc[i]);                                                              \
-      if (key < t) continue;                                                                \
       if (c < cap) {                                                                        \
         cand->at[c] = i;                                                                    \
         cand->keys[c] = key;                                                                \
         cand->vals[c] = acc[i];                                                             \
       }                                                                                     \
-      c++;                                                                                  \
+      c += key >= t;                                                                        \
     }                                                                                       \
     return c;                                                                               \
   }
@@ -205,7 +195,7 @@ DEFINE_CANDIDATES(f64, double, uint64_t, key_f64)
   /* Adds, stores and collects the candidates (key >= t) with their keys and values; returns       \
    * how many there were, of which the first cap are in cand. Blocks of CHUNK elements are         \
    * added and tested branch-free (vectorised); the rare block holding a candidate is              \
-   * scanned again, appending branch-free while the buffers have room for a whole block. */        \
+   * scanned again and its candidates appended. */                                                 \
   static int64_t collect_##SUFFIX(T* acc, const T* grad, int64_t n, uint64_t t64,                  \
                                   cand_##SUFFIX##_t* cand, int64_t cap) {                          \
     KEY_T t = (KEY_T)t64; /* keys of this type fit their own width */                              \
