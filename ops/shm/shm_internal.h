@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "p2p_queue.h"
 #include "shm_p2p.h"
 
 #define SHM_MAGIC UINT64_C(0x6876647373686d31) /* "hvdsshm1" */
@@ -82,28 +83,7 @@ typedef struct {
   char pad1[64 - sizeof(uint64_t)];
 } shm_ring_t; /* followed by ring_bytes of data */
 
-/* One posted send or receive (the opaque hvds_p2p_req_t of p2p.h). */
-struct hvds_p2p_req {
-  struct hvds_p2p_req* next; /* in the peer's send queue, posted list, or the free list */
-  int peer;
-  int is_send;
-  int done;
-  uint64_t tag;
-  char* buf;
-  size_t bytes;
-  size_t off;      /* send: payload bytes written */
-  int hdr_written; /* send: the record header is in the ring */
-};
-typedef struct hvds_p2p_req shm_req_t;
-
-/* A message that arrived before its receive was posted. */
-typedef struct shm_ux {
-  struct shm_ux* next;
-  uint64_t tag;
-  size_t len;
-  int complete; /* all len bytes are in data; else it is its peer's rx.ux */
-  char* data;   /* malloc'd, NULL when len is 0 */
-} shm_ux_t;
+typedef hvds_p2p_req_t shm_req_t;
 
 /* The message being read from a peer's ring. */
 typedef struct {
@@ -112,7 +92,7 @@ typedef struct {
   size_t len, got;
   char* dst;      /* rx.req->buf or rx.ux->data */
   shm_req_t* req; /* the matched receive, or NULL */
-  shm_ux_t* ux;   /* the unexpected message being filled, or NULL */
+  hvds_ux_t* ux;  /* the unexpected message being filled, or NULL */
 } shm_rx_t;
 
 typedef struct {
@@ -122,9 +102,9 @@ typedef struct {
   shm_ring_t* in;    /* ring this rank consumes (from the peer) */
   char* in_data;
   uint64_t in_tail;                 /* private copy of in->tail */
-  shm_req_t *sq_head, *sq_tail;     /* sends not yet fully written, in order */
-  shm_req_t *post_head, *post_tail; /* receives posted and not yet matched, in order */
-  shm_ux_t *ux_head, *ux_tail;      /* unexpected messages, in arrival order */
+  hvds_req_fifo_t sendq;            /* sends not yet fully written, in order */
+  hvds_req_fifo_t posted;           /* receives posted and not yet matched, in order */
+  hvds_ux_list_t unexpected;        /* messages that came before their receive, in order */
   shm_rx_t rx;
 } shm_peer_t;
 
@@ -149,8 +129,7 @@ typedef struct {
   int wait_poll_us;  /* what the running segment collective's waits poll */
   int yield;         /* polls yield the processor (more ranks than cores) */
   int crashed;       /* test only: close as a crashed process would */
-  shm_req_t* free_reqs;
-  int n_free;
+  hvds_req_pool_t idle; /* request objects for reuse */
 
   pthread_mutex_t mu; /* guards the failure record and p->error / p->failed_peer */
   atomic_int failed;  /* set once (after the record is written), never cleared */
@@ -197,7 +176,5 @@ long hvds__shm_pump_send(shm_t* s, int peer);
 /* Matches a new receive against peer's unexpected messages: on a match copies (or takes over
  * the message being filled) and returns 1, else 0. */
 int hvds__shm_match_unexpected(shm_t* s, shm_req_t* r);
-/* Frees a peer's unexpected messages. */
-void hvds__shm_free_unexpected(shm_peer_t* pe);
 
 #endif /* HVDS_SHM_INTERNAL_H_ */

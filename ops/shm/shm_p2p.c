@@ -25,7 +25,6 @@
 #include "log.h"
 #include "shm_internal.h"
 
-#define MAX_FREE_REQS 64
 #define DEFAULT_RING_BUDGET ((size_t)256 << 20)
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -111,57 +110,10 @@ hvds_result_t hvds__shm_check_remote(shm_t* s) {
   return hvds__shm_fail(s, HVDS_REMOTE_ERROR, who, "rank %d failed: %.300s", who, s->ctrl[who].why);
 }
 
-static shm_req_t* take_req(shm_t* s) {
-  shm_req_t* r = s->free_reqs;
-  if (r != NULL) {
-    s->free_reqs = r->next;
-    s->n_free--;
-  } else {
-    r = malloc(sizeof *r);
-    if (r == NULL) return NULL;
-  }
-  memset(r, 0, sizeof *r);
-  return r;
-}
-
-static void release_req(shm_t* s, shm_req_t* r) {
-  if (s->n_free >= MAX_FREE_REQS) {
-    free(r);
-    return;
-  }
-  r->next = s->free_reqs;
-  s->free_reqs = r;
-  s->n_free++;
-}
-
-static void append(shm_req_t** head, shm_req_t** tail, shm_req_t* r) {
-  r->next = NULL;
-  if (*tail != NULL) {
-    (*tail)->next = r;
-  } else {
-    *head = r;
-  }
-  *tail = r;
-}
-
-/* Removes r from whichever list of its peer holds it (only after a failure). */
+/* Removes r from whichever queue of its peer holds it (only after a failure). */
 static void unlink_req(shm_t* s, shm_req_t* r) {
   shm_peer_t* pe = &s->peers[r->peer];
-  shm_req_t** heads[2] = {&pe->sq_head, &pe->post_head};
-  shm_req_t** tails[2] = {&pe->sq_tail, &pe->post_tail};
-  for (int l = 0; l < 2; l++) {
-    shm_req_t* prev = NULL;
-    for (shm_req_t* q = *heads[l]; q != NULL; prev = q, q = q->next) {
-      if (q != r) continue;
-      if (prev == NULL) {
-        *heads[l] = q->next;
-      } else {
-        prev->next = q->next;
-      }
-      if (*tails[l] == q) *tails[l] = prev;
-      return;
-    }
-  }
+  if (hvds__req_unlink(&pe->sendq, r) || hvds__req_unlink(&pe->posted, r)) return;
   if (pe->rx.req == r) { /* half received: the failed communicator never reads again */
     pe->rx.req = NULL;
     pe->rx.dst = NULL;
@@ -177,7 +129,7 @@ static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint
   shm_t* s = shm_of(p);
   hvds_result_t rc = hvds__shm_check_remote(s);
   if (rc != HVDS_SUCCESS) return rc;
-  shm_req_t* r = take_req(s);
+  shm_req_t* r = hvds__req_take(&s->idle);
   if (r == NULL) return hvds__shm_fail(s, HVDS_SYSTEM_ERROR, -1, "out of memory for a request");
   r->peer = peer;
   r->tag = tag;
@@ -186,15 +138,15 @@ static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint
   r->is_send = is_send;
   shm_peer_t* pe = &s->peers[peer];
   if (is_send) {
-    append(&pe->sq_head, &pe->sq_tail, r);
-    if (pe->sq_head == r && hvds__shm_pump_send(s, peer) < 0) rc = failed_rc(s); /* eager */
+    hvds__req_append(&pe->sendq, r);
+    if (pe->sendq.head == r && hvds__shm_pump_send(s, peer) < 0) rc = failed_rc(s); /* eager */
   } else if (!hvds__shm_match_unexpected(s, r)) {
     if (atomic_load(&s->failed)) rc = failed_rc(s);
-    if (rc == HVDS_SUCCESS) append(&pe->post_head, &pe->post_tail, r);
+    if (rc == HVDS_SUCCESS) hvds__req_append(&pe->posted, r);
   }
   if (rc != HVDS_SUCCESS) {
     unlink_req(s, r);
-    release_req(s, r);
+    hvds__req_release(&s->idle, r);
     return rc;
   }
   *out = r;
@@ -297,7 +249,7 @@ static hvds_result_t shm_wait(hvds_p2p_t* p, hvds_p2p_req_t* req, int timeout_ms
   int ms = timeout_ms < 0 ? p->timeout_ms : timeout_ms;
   hvds_result_t rc = req->done ? HVDS_SUCCESS : wait_done(s, req, ms, timeout_ms < 0 && ms <= 0);
   if (!req->done) unlink_req(s, req);
-  release_req(s, req);
+  hvds__req_release(&s->idle, req);
   return rc;
 }
 
@@ -311,12 +263,8 @@ static void shm_free(shm_t* s) {
   if (s == NULL) return;
   hvds__shm_seg_close(s);
   if (s->peers != NULL)
-    for (int q = 0; q < s->p->size; q++) hvds__shm_free_unexpected(&s->peers[q]);
-  while (s->free_reqs != NULL) {
-    shm_req_t* r = s->free_reqs;
-    s->free_reqs = r->next;
-    free(r);
-  }
+    for (int q = 0; q < s->p->size; q++) hvds__ux_clear(&s->peers[q].unexpected);
+  hvds__req_pool_clear(&s->idle);
   pthread_mutex_destroy(&s->mu);
   free(s->peers);
   free(s);

@@ -54,7 +54,7 @@ static long pump_send(shm_t* s, int q) {
   size_t cap = s->ring_bytes;
   long moved = 0;
   shm_req_t* r;
-  while ((r = pe->sq_head) != NULL) {
+  while ((r = pe->sendq.head) != NULL) {
     uint64_t head = pe->out_head;
     uint64_t tail = atomic_load_explicit(&pe->out->tail, memory_order_acquire);
     size_t room = cap - (size_t)(head - tail);
@@ -67,45 +67,26 @@ static long pump_send(shm_t* s, int q) {
       r->hdr_written = 1;
       moved++;
     }
-    while (r->off < r->bytes && room > 0) {
-      size_t n = r->bytes - r->off;
+    while (r->sent < r->bytes && room > 0) {
+      size_t n = r->bytes - r->sent;
       if (n > room) n = room;
       if (n > SHM_SLICE) n = SHM_SLICE;
-      ring_write(pe->out_data, cap, head, r->buf + r->off, n);
+      ring_write(pe->out_data, cap, head, r->buf + r->sent, n);
       head += n;
       room -= n;
-      r->off += n;
+      r->sent += n;
       moved += (long)n;
-      if (r->off < r->bytes) publish_head(s, q, head);  // the consumer may start on it
+      if (r->sent < r->bytes) publish_head(s, q, head);  // the consumer may start on it
     }
-    if (r->off < r->bytes) {
+    if (r->sent < r->bytes) {
       publish_head(s, q, head);
       break;
     }
     publish_head(s, q, ALIGN_REC(head));  // padding to the next record always fits
     r->done = 1;
-    pe->sq_head = r->next;
-    if (pe->sq_head == NULL) pe->sq_tail = NULL;
-    r->next = NULL;
+    hvds__req_pop(&pe->sendq);
   }
   return moved;
-}
-
-/* The oldest posted receive from pe with tag, unlinked from the posted list; or NULL. */
-static shm_req_t* take_posted(shm_peer_t* pe, uint64_t tag) {
-  shm_req_t* prev = NULL;
-  for (shm_req_t* r = pe->post_head; r != NULL; prev = r, r = r->next) {
-    if (r->tag != tag) continue;
-    if (prev == NULL) {
-      pe->post_head = r->next;
-    } else {
-      prev->next = r->next;
-    }
-    if (pe->post_tail == r) pe->post_tail = prev;
-    r->next = NULL;
-    return r;
-  }
-  return NULL;
 }
 
 /* A header from q found no receive: its payload goes into a new unexpected message. */
@@ -118,27 +99,15 @@ static int stash_unexpected(shm_t* s, int q, uint64_t tag, size_t len) {
                    q, len, (unsigned long long)tag, s->ux_bytes, SHM_UNEXPECTED_MAX);
     return -1;
   }
-  shm_ux_t* ux = calloc(1, sizeof *ux);
-  char* data = len > 0 ? malloc(len) : NULL;
-  if (ux == NULL || (len > 0 && data == NULL)) {
-    free(ux);
-    free(data);
+  hvds_ux_t* ux = hvds__ux_push(&pe->unexpected, tag, len);
+  if (ux == NULL) {
     hvds__shm_fail(s, HVDS_SYSTEM_ERROR, q, "out of memory for a %zu-byte message from rank %d",
                    len, q);
     return -1;
   }
-  ux->tag = tag;
-  ux->len = len;
-  ux->data = data;
-  if (pe->ux_tail != NULL) {
-    pe->ux_tail->next = ux;
-  } else {
-    pe->ux_head = ux;
-  }
-  pe->ux_tail = ux;
   s->ux_bytes += len;
   pe->rx.ux = ux;
-  pe->rx.dst = data;
+  pe->rx.dst = ux->data;
   return 0;
 }
 
@@ -151,7 +120,7 @@ static int on_header(shm_t* s, int q, uint64_t tail) {
   uint64_t tag = rec[0];
   size_t len = (size_t)rec[1];
   shm_rx_t* rx = &pe->rx;
-  shm_req_t* r = take_posted(pe, tag);
+  shm_req_t* r = hvds__req_take_tag(&pe->posted, tag);
   if (r != NULL) {
     if (r->bytes != len) {
       hvds__shm_fail(s, HVDS_PRECONDITION_ERROR, q,
@@ -162,7 +131,7 @@ static int on_header(shm_t* s, int q, uint64_t tail) {
     }
     rx->req = r;
     rx->dst = r->buf;
-  } else if (len >= SHM_PARK_MIN && pe->post_head == NULL) {
+  } else if (len >= SHM_PARK_MIN && pe->posted.head == NULL) {
     return 0;  // nobody waits on this peer: leave it where it is
   } else if (stash_unexpected(s, q, tag, len) != 0) {
     return -1;
@@ -236,45 +205,25 @@ long hvds__shm_pump_send(shm_t* s, int q) { return pump_send(s, q); }
 
 int hvds__shm_match_unexpected(shm_t* s, shm_req_t* r) {
   shm_peer_t* pe = &s->peers[r->peer];
-  shm_ux_t* prev = NULL;
-  for (shm_ux_t* ux = pe->ux_head; ux != NULL; prev = ux, ux = ux->next) {
-    if (ux->tag != r->tag) continue;
-    if (ux->len != r->bytes) {
-      hvds__shm_fail(s, HVDS_PRECONDITION_ERROR, r->peer,
-                     "rank %d sent %zu bytes with tag %llu, but rank %d's receive expects %zu "
-                     "bytes",
-                     r->peer, ux->len, (unsigned long long)ux->tag, s->p->rank, r->bytes);
-      return 0;
-    }
-    size_t have = ux->complete ? ux->len : pe->rx.got;
-    if (have > 0) memcpy(r->buf, ux->data, have);
-    if (ux->complete) {
-      r->done = 1;
-    } else {  // the message being read: the rest goes straight to the receive
-      pe->rx.ux = NULL;
-      pe->rx.req = r;
-      pe->rx.dst = r->buf;
-    }
-    if (prev == NULL) {
-      pe->ux_head = ux->next;
-    } else {
-      prev->next = ux->next;
-    }
-    if (pe->ux_tail == ux) pe->ux_tail = prev;
-    s->ux_bytes -= ux->len;
-    free(ux->data);
-    free(ux);
-    return 1;
+  hvds_ux_t* ux = hvds__ux_find(&pe->unexpected, r->tag);
+  if (ux == NULL) return 0;
+  if (ux->len != r->bytes) {
+    hvds__shm_fail(s, HVDS_PRECONDITION_ERROR, r->peer,
+                   "rank %d sent %zu bytes with tag %llu, but rank %d's receive expects %zu "
+                   "bytes",
+                   r->peer, ux->len, (unsigned long long)ux->tag, s->p->rank, r->bytes);
+    return 0;
   }
-  return 0;
-}
-
-void hvds__shm_free_unexpected(shm_peer_t* pe) {
-  for (shm_ux_t* ux = pe->ux_head; ux != NULL;) {
-    shm_ux_t* next = ux->next;
-    free(ux->data);
-    free(ux);
-    ux = next;
+  size_t have = ux->complete ? ux->len : pe->rx.got;
+  if (have > 0) memcpy(r->buf, ux->data, have);
+  if (ux->complete) {
+    r->done = 1;
+  } else {  // the message being read: the rest goes straight to the receive
+    pe->rx.ux = NULL;
+    pe->rx.req = r;
+    pe->rx.dst = r->buf;
   }
-  pe->ux_head = pe->ux_tail = NULL;
+  s->ux_bytes -= ux->len;
+  hvds__ux_drop(&pe->unexpected, ux);
+  return 1;
 }

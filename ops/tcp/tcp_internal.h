@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "p2p_queue.h"
 #include "tcp_p2p.h"
 
 struct pollfd;
@@ -29,28 +30,7 @@ struct pollfd;
 #define TCP_PARK_MIN_BYTES (64 * 1024)          /* unexpected payloads this large wait unread */
 #define TCP_ADDR_LEN 64
 
-/* One posted send or receive (the opaque hvds_p2p_req_t of p2p.h). */
-struct hvds_p2p_req {
-  struct hvds_p2p_req* next; /* in the peer's send queue, posted list, or the free list */
-  int peer;
-  int is_send;
-  int done;      /* every byte written to the kernel (send) or received (recv) */
-  uint64_t tag;
-  char* buf;     /* the caller's buffer */
-  size_t bytes;
-  size_t sent;   /* send: bytes of header + payload written so far */
-  uint64_t hdr[2];
-};
-typedef struct hvds_p2p_req tcp_req_t;
-
-/* A message that arrived before its receive was posted. */
-typedef struct tcp_ux {
-  struct tcp_ux* next;
-  uint64_t tag;
-  size_t len;
-  int complete; /* all len bytes are in data; else it is its peer's rx.ux, being read */
-  char* data;   /* malloc'd, NULL when len is 0 */
-} tcp_ux_t;
+typedef hvds_p2p_req_t tcp_req_t;
 
 /* Where the bytes arriving from a peer go. */
 typedef struct {
@@ -59,7 +39,7 @@ typedef struct {
   char* dst;       /* payload destination: rx.req->buf or rx.ux->data */
   size_t len, got; /* payload length and bytes of it received */
   tcp_req_t* req;  /* the matched receive, or NULL */
-  tcp_ux_t* ux;    /* the unexpected message being filled, or NULL */
+  hvds_ux_t* ux;   /* the unexpected message being filled, or NULL */
   char* stage;     /* TCP_STAGE_BYTES read ahead; [beg, end) not yet consumed */
   size_t beg, end;
   /* A large payload arrived before its receive: it stays in the kernel (and the stage) until
@@ -75,9 +55,9 @@ typedef struct {
   char addr[TCP_ADDR_LEN];    /* "ip:port" the peer listened on, for messages */
   int dead;                   /* the connection failed; dead_msg says how */
   char dead_msg[256];
-  tcp_req_t *sq_head, *sq_tail;     /* sends not yet fully written, in order */
-  tcp_req_t *post_head, *post_tail; /* receives posted and not yet matched, in order */
-  tcp_ux_t *ux_head, *ux_tail;      /* unexpected messages, in arrival order */
+  hvds_req_fifo_t sendq;     /* sends not yet fully written, in order */
+  hvds_req_fifo_t posted;    /* receives posted and not yet matched, in order */
+  hvds_ux_list_t unexpected; /* messages that came before their receive, in arrival order */
   tcp_rx_t rx;
   uint64_t bell_epoch;        /* highest doorbell epoch this peer rang */
 } tcp_peer_t;
@@ -91,8 +71,7 @@ typedef struct {
   size_t ux_bytes;         /* payload bytes held in unexpected messages */
   uint64_t bell_max;       /* highest epoch any peer rang */
   int poll_us;             /* a wait polls without sleeping this long before it blocks */
-  tcp_req_t* free_reqs;    /* idle request objects */
-  int n_free;
+  hvds_req_pool_t idle;    /* request objects for reuse */
 
   pthread_mutex_t mu;      /* guards the failure record below and p->error / p->failed_peer */
   atomic_int failed;       /* set once (after the record is written), never cleared */

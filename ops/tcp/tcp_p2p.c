@@ -27,8 +27,6 @@
 #include "log.h"
 #include "tcp_internal.h"
 
-#define MAX_FREE_REQS 64
-
 static tcp_t* tcp_of(hvds_p2p_t* p) { return (tcp_t*)p->impl; }
 
 static void wake(tcp_t* t) {
@@ -71,61 +69,14 @@ static hvds_result_t failed_rc(tcp_t* t) {
   return rc;
 }
 
-static tcp_req_t* take_req(tcp_t* t) {
-  tcp_req_t* r = t->free_reqs;
-  if (r != NULL) {
-    t->free_reqs = r->next;
-    t->n_free--;
-  } else {
-    r = malloc(sizeof *r);
-    if (r == NULL) return NULL;
-  }
-  memset(r, 0, sizeof *r);
-  return r;
-}
-
-static void release_req(tcp_t* t, tcp_req_t* r) {
-  if (t->n_free >= MAX_FREE_REQS) {
-    free(r);
-    return;
-  }
-  r->next = t->free_reqs;
-  t->free_reqs = r;
-  t->n_free++;
-}
-
-/* Removes r from whichever list of its peer holds it (only after a failure). */
+/* Removes r from whichever queue of its peer holds it (only after a failure). */
 static void unlink_req(tcp_t* t, tcp_req_t* r) {
   tcp_peer_t* pe = &t->peers[r->peer];
-  tcp_req_t** heads[2] = {&pe->sq_head, &pe->post_head};
-  tcp_req_t** tails[2] = {&pe->sq_tail, &pe->post_tail};
-  for (int l = 0; l < 2; l++) {
-    tcp_req_t* prev = NULL;
-    for (tcp_req_t* q = *heads[l]; q != NULL; prev = q, q = q->next) {
-      if (q != r) continue;
-      if (prev == NULL) {
-        *heads[l] = q->next;
-      } else {
-        prev->next = q->next;
-      }
-      if (*tails[l] == q) *tails[l] = prev;
-      return;
-    }
-  }
+  if (hvds__req_unlink(&pe->sendq, r) || hvds__req_unlink(&pe->posted, r)) return;
   if (pe->rx.req == r) { /* half received: the failed communicator never reads again */
     pe->rx.req = NULL;
     pe->rx.dst = NULL;
   }
-}
-
-static void append(tcp_req_t** head, tcp_req_t** tail, tcp_req_t* r) {
-  r->next = NULL;
-  if (*tail != NULL) {
-    (*tail)->next = r;
-  } else {
-    *head = r;
-  }
-  *tail = r;
 }
 
 /* Queues a send of a header (kind, tag) plus bytes of buf and writes what the socket takes. */
@@ -134,8 +85,8 @@ static void queue_send(tcp_t* t, tcp_req_t* r, uint64_t kind) {
   r->is_send = 1;
   r->hdr[0] = r->tag;
   r->hdr[1] = kind << TCP_LEN_BITS | (uint64_t)r->bytes;
-  append(&pe->sq_head, &pe->sq_tail, r);
-  if (pe->sq_head == r) hvds__tcp_flush(t, r->peer); /* eager: nothing queued before it */
+  hvds__req_append(&pe->sendq, r);
+  if (pe->sendq.head == r) hvds__tcp_flush(t, r->peer); /* eager: nothing queued before it */
 }
 
 static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint64_t tag,
@@ -149,7 +100,7 @@ static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint
   tcp_t* t = tcp_of(p);
   if (atomic_load(&t->failed)) return failed_rc(t);
   tcp_peer_t* pe = &t->peers[peer];
-  tcp_req_t* r = take_req(t);
+  tcp_req_t* r = hvds__req_take(&t->idle);
   if (r == NULL) return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer, "out of memory for a request");
   r->peer = peer;
   r->tag = tag;
@@ -162,10 +113,10 @@ static hvds_result_t post(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint
   } else if (!hvds__tcp_match_unexpected(t, r, &rc) && rc == HVDS_SUCCESS &&
              !hvds__tcp_take_parked(t, r, &rc) && rc == HVDS_SUCCESS) {
     if (pe->dead) rc = hvds__tcp_fail(t, HVDS_REMOTE_ERROR, peer, "%s", pe->dead_msg);
-    if (rc == HVDS_SUCCESS) append(&pe->post_head, &pe->post_tail, r);
+    if (rc == HVDS_SUCCESS) hvds__req_append(&pe->posted, r);
   }
   if (rc != HVDS_SUCCESS) {
-    release_req(t, r);
+    hvds__req_release(&t->idle, r);
     return rc;
   }
   *out = r;
@@ -225,7 +176,7 @@ static hvds_result_t tcp_wait(hvds_p2p_t* p, hvds_p2p_req_t* req, int timeout_ms
   int ms = timeout_ms < 0 ? p->timeout_ms : timeout_ms;
   hvds_result_t rc = wait_done(t, req, ms, timeout_ms < 0 && ms <= 0);
   if (!req->done) unlink_req(t, req);
-  release_req(t, req);
+  hvds__req_release(&t->idle, req);
   return rc;
 }
 
@@ -244,12 +195,7 @@ static void free_peer(tcp_peer_t* pe) {
     }
     close(pe->fd);
   }
-  for (tcp_ux_t* ux = pe->ux_head; ux != NULL;) {
-    tcp_ux_t* next = ux->next;
-    free(ux->data);
-    free(ux);
-    ux = next;
-  }
+  hvds__ux_clear(&pe->unexpected);
   free(pe->rx.stage);
 }
 
@@ -258,11 +204,7 @@ static void tcp_free(tcp_t* t) {
   if (t == NULL) return;
   if (t->peers != NULL)
     for (int i = 0; i < t->p->size; i++) free_peer(&t->peers[i]);
-  while (t->free_reqs != NULL) {
-    tcp_req_t* r = t->free_reqs;
-    t->free_reqs = r->next;
-    free(r);
-  }
+  hvds__req_pool_clear(&t->idle);
   if (t->event_fd >= 0) close(t->event_fd);
   pthread_mutex_destroy(&t->mu);
   free(t->peers);
@@ -304,7 +246,7 @@ static hvds_result_t tcp_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
       rc = hvds__tcp_fail(t, HVDS_REMOTE_ERROR, i, "%s", t->peers[i].dead_msg);
       break;
     }
-    reqs[i] = take_req(t);
+    reqs[i] = hvds__req_take(&t->idle);
     if (reqs[i] == NULL) {
       rc = hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, i, "out of memory for a request");
       break;
@@ -319,7 +261,7 @@ static hvds_result_t tcp_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
     if (reqs[i] == NULL) continue;
     if (rc == HVDS_SUCCESS) rc = wait_done(t, reqs[i], ms, ms <= 0);
     if (!reqs[i]->done) unlink_req(t, reqs[i]);
-    release_req(t, reqs[i]);
+    hvds__req_release(&t->idle, reqs[i]);
   }
   free(reqs);
   return rc;

@@ -33,23 +33,6 @@ void hvds__tcp_peer_died(tcp_t* t, int peer, int err) {
   HVDS_DEBUG("tcp p2p rank %d: %s", t->p->rank, pe->dead_msg);
 }
 
-/* The oldest posted receive from pe with tag, unlinked from the posted list; or NULL. */
-static tcp_req_t* take_posted(tcp_peer_t* pe, uint64_t tag) {
-  tcp_req_t* prev = NULL;
-  for (tcp_req_t* r = pe->post_head; r != NULL; prev = r, r = r->next) {
-    if (r->tag != tag) continue;
-    if (prev == NULL) {
-      pe->post_head = r->next;
-    } else {
-      prev->next = r->next;
-    }
-    if (pe->post_tail == r) pe->post_tail = prev;
-    r->next = NULL;
-    return r;
-  }
-  return NULL;
-}
-
 static void payload_done(tcp_rx_t* rx) {
   if (rx->req != NULL) rx->req->done = 1;
   if (rx->ux != NULL) rx->ux->complete = 1;
@@ -71,27 +54,15 @@ static hvds_result_t stash_unexpected(tcp_t* t, int peer) {
                           "%zu bytes of such messages are already buffered (limit %zu)", peer,
                           len, (unsigned long long)tag, t->ux_bytes, TCP_UNEXPECTED_MAX);
   }
-  tcp_ux_t* ux = calloc(1, sizeof *ux);
-  char* data = len > 0 ? malloc(len) : NULL;
-  if (ux == NULL || (len > 0 && data == NULL)) {
-    free(ux);
-    free(data);
+  hvds_ux_t* ux = hvds__ux_push(&pe->unexpected, tag, len);
+  if (ux == NULL) {
     return hvds__tcp_fail(t, HVDS_SYSTEM_ERROR, peer,
                           "out of memory for a %zu-byte unexpected message from rank %d", len,
                           peer);
   }
-  ux->tag = tag;
-  ux->len = len;
-  ux->data = data;
-  if (pe->ux_tail != NULL) {
-    pe->ux_tail->next = ux;
-  } else {
-    pe->ux_head = ux;
-  }
-  pe->ux_tail = ux;
   t->ux_bytes += len;
   rx->ux = ux;
-  rx->dst = data;
+  rx->dst = ux->data;
   return HVDS_SUCCESS;
 }
 
@@ -115,7 +86,7 @@ static hvds_result_t on_header(tcp_t* t, int peer) {
   rx->len = len;
   rx->got = 0;
   rx->header_only = len >= TCP_PARK_MIN_BYTES;
-  tcp_req_t* r = take_posted(pe, tag);
+  tcp_req_t* r = hvds__req_take_tag(&pe->posted, tag);
   if (r != NULL) {
     if (r->bytes != len) {
       return hvds__tcp_fail(t, HVDS_PRECONDITION_ERROR, peer,
@@ -124,7 +95,7 @@ static hvds_result_t on_header(tcp_t* t, int peer) {
     }
     rx->req = r;
     rx->dst = r->buf;
-  } else if (len >= TCP_PARK_MIN_BYTES && pe->post_head == NULL) {
+  } else if (len >= TCP_PARK_MIN_BYTES && pe->posted.head == NULL) {
     /* Parked only while no other receive from this peer waits: one that does may need the
      * messages behind this one. */
     rx->parked = 1;
@@ -205,11 +176,11 @@ static hvds_result_t peer_read(tcp_t* t, int peer) {
 
 hvds_result_t hvds__tcp_flush(tcp_t* t, int peer) {
   tcp_peer_t* pe = &t->peers[peer];
-  while (pe->sq_head != NULL && !pe->dead) {
+  while (pe->sendq.head != NULL && !pe->dead) {
     struct iovec iov[MAX_IOV];
     int n_iov = 0;
     size_t total = 0;
-    for (tcp_req_t* r = pe->sq_head; r != NULL && n_iov + 2 <= MAX_IOV; r = r->next) {
+    for (tcp_req_t* r = pe->sendq.head; r != NULL && n_iov + 2 <= MAX_IOV; r = r->next) {
       if (r->sent < TCP_HDR_BYTES) {
         iov[n_iov].iov_base = (char*)r->hdr + r->sent;
         iov[n_iov++].iov_len = TCP_HDR_BYTES - r->sent;
@@ -236,7 +207,7 @@ hvds_result_t hvds__tcp_flush(tcp_t* t, int peer) {
     // Retire the sends the write covered; the first one not covered keeps its offset.
     size_t left = (size_t)n;
     while (left > 0) {
-      tcp_req_t* r = pe->sq_head;
+      tcp_req_t* r = pe->sendq.head;
       size_t need = TCP_HDR_BYTES + r->bytes - r->sent;
       if (left < need) {
         r->sent += left;
@@ -245,9 +216,7 @@ hvds_result_t hvds__tcp_flush(tcp_t* t, int peer) {
       left -= need;
       r->sent += need;
       r->done = 1;
-      pe->sq_head = r->next;
-      if (pe->sq_head == NULL) pe->sq_tail = NULL;
-      r->next = NULL;
+      hvds__req_pop(&pe->sendq);
     }
     // Zero-byte sends are header only, so n > 0 always retires or advances something.
     if ((size_t)n < total) return HVDS_SUCCESS; /* the socket is full */
@@ -257,9 +226,7 @@ hvds_result_t hvds__tcp_flush(tcp_t* t, int peer) {
 
 int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
   tcp_peer_t* pe = &t->peers[r->peer];
-  tcp_ux_t* prev = NULL;
-  tcp_ux_t* ux = pe->ux_head;
-  while (ux != NULL && ux->tag != r->tag) prev = ux, ux = ux->next;
+  hvds_ux_t* ux = hvds__ux_find(&pe->unexpected, r->tag);
   if (ux == NULL) return 0;
   if (ux->len != r->bytes) {
     *rc = hvds__tcp_fail(t, HVDS_PRECONDITION_ERROR, r->peer,
@@ -268,12 +235,6 @@ int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
                          r->bytes);
     return 1;
   }
-  if (prev == NULL) {
-    pe->ux_head = ux->next;
-  } else {
-    prev->next = ux->next;
-  }
-  if (pe->ux_tail == ux) pe->ux_tail = prev;
   t->ux_bytes -= ux->len;
   if (ux->complete) {
     if (ux->len > 0) memcpy(r->buf, ux->data, ux->len);
@@ -287,8 +248,7 @@ int hvds__tcp_match_unexpected(tcp_t* t, tcp_req_t* r, hvds_result_t* rc) {
     rx->req = r;
     rx->dst = r->buf;
   }
-  free(ux->data);
-  free(ux);
+  hvds__ux_drop(&pe->unexpected, ux);
   return 1;
 }
 
@@ -334,7 +294,8 @@ static int build_pollset(tcp_t* t) {
     tcp_peer_t* pe = &t->peers[i];
     if (pe->fd < 0 || pe->dead) continue;
     t->pfds[n].fd = pe->fd;
-    t->pfds[n].events = (short)((pe->rx.parked ? 0 : POLLIN) | (pe->sq_head != NULL ? POLLOUT : 0));
+    t->pfds[n].events =
+        (short)((pe->rx.parked ? 0 : POLLIN) | (pe->sendq.head != NULL ? POLLOUT : 0));
     t->pfds[n].revents = 0;
     t->pfd_peer[n++] = i;
   }
