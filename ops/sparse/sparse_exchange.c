@@ -201,12 +201,18 @@ hvds_result_t hvds__sparse_fold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* 
     hvds__sstream_free(acc);
     return rc;
   }
-  hvds_sstream_t t, m;
+  hvds_sstream_t t;
   hvds_result_t rc = hvds__sparse_xchg(c, -1, NULL, r - 1, 0, c->lay.dim, &t);
   if (rc != HVDS_SUCCESS) return rc;
-  rc = hvds__sstream_merge(&c->lay, acc, &t, 1, &m);
-  hvds__sstream_free(&t);
-  if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse fold");
+  return hvds__sparse_merge_in(c, acc, &t, "sparse fold");
+}
+
+hvds_result_t hvds__sparse_merge_in(hvds_sparse_ctx_t* c, hvds_sstream_t* acc,
+                                    hvds_sstream_t* received, const char* what) {
+  hvds_sstream_t m;
+  hvds_result_t rc = hvds__sstream_merge(&c->lay, acc, received, 1, &m);
+  hvds__sstream_free(received);
+  if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(c, what);
   hvds__sstream_free(acc);
   *acc = m;
   return HVDS_SUCCESS;
@@ -218,4 +224,21 @@ hvds_result_t hvds__sparse_unfold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t
   if (r >= 2 * f->rem) return HVDS_SUCCESS;
   if (r % 2) return hvds__sparse_xchg(c, r - 1, acc, -1, 0, 0, NULL);
   return hvds__sparse_xchg(c, -1, NULL, r + 1, 0, c->lay.dim, acc);
+}
+
+hvds_result_t hvds__sparse_run_folded(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvds_sstream_t* out,
+                                      hvds_sparse_folded_fn body) {
+  hvds_sparse_fold_t f;
+  hvds__sparse_fold_plan(c->p->size, c->p->rank, &f);
+  hvds_sstream_t acc = *in;  // take the input's memory
+  *in = (hvds_sstream_t){0, c->lay.dim, 0, 0, NULL, NULL};
+  hvds_result_t rc = hvds__sparse_fold(c, &f, &acc);
+  if (rc == HVDS_SUCCESS && f.v >= 0) rc = body(c, &f, &acc);
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_unfold(c, &f, &acc);
+  if (rc != HVDS_SUCCESS) {
+    hvds__sstream_free(&acc);
+    return rc;
+  }
+  *out = acc;
+  return HVDS_SUCCESS;
 }

@@ -115,6 +115,17 @@ hvds_result_t hvds__sparse_fold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* 
 /* Unfold step: the partner sends the result back; the rank that sat out receives it into acc. */
 hvds_result_t hvds__sparse_unfold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f,
                                   hvds_sstream_t* acc);
+/* An algorithm's part among the p2 virtual ranks: reduces acc in place. */
+typedef hvds_result_t (*hvds_sparse_folded_fn)(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f,
+                                               hvds_sstream_t* acc);
+/* Fold, body on the virtual ranks, unfold: takes in's memory, and out gets the result on every
+ * rank. */
+hvds_result_t hvds__sparse_run_folded(hvds_sparse_ctx_t* c, hvds_sstream_t* in, hvds_sstream_t* out,
+                                      hvds_sparse_folded_fn body);
+/* Merges received (then freed) into acc over [0, dim); what names the algorithm in the
+ * out-of-memory message. */
+hvds_result_t hvds__sparse_merge_in(hvds_sparse_ctx_t* c, hvds_sstream_t* acc,
+                                    hvds_sstream_t* received, const char* what);
 
 #ifdef __cplusplus
 }

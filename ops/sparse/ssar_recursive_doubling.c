@@ -32,31 +32,16 @@ static hvds_result_t rounds(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* f,
   for (int mask = 1; mask < f->p2; mask <<= 1) {
     // Swap whole streams with the partner, then merge them.
     int peer = hvds__sparse_fold_real(f, f->v ^ mask);
-    hvds_sstream_t t, m;
+    hvds_sstream_t t;
     hvds_result_t rc = hvds__sparse_xchg(c, peer, acc, peer, 0, c->lay.dim, &t);
     if (rc != HVDS_SUCCESS) return rc;
-    rc = hvds__sstream_merge(&c->lay, acc, &t, 1, &m);
-    hvds__sstream_free(&t);
-    if (rc != HVDS_SUCCESS) return hvds__sparse_nomem(c, "ssar_recursive_doubling");
-    hvds__sstream_free(acc);
-    *acc = m;
+    rc = hvds__sparse_merge_in(c, acc, &t, "ssar_recursive_doubling");
+    if (rc != HVDS_SUCCESS) return rc;
   }
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds__sparse_run_ssar_rd(hvds_sparse_ctx_t* c, hvds_sstream_t* in,
                                        hvds_sstream_t* out) {
-  hvds_sparse_fold_t f;
-  hvds__sparse_fold_plan(c->p->size, c->p->rank, &f);
-  hvds_sstream_t acc = *in;  // take the input's memory
-  *in = (hvds_sstream_t){0, c->lay.dim, 0, 0, NULL, NULL};
-  hvds_result_t rc = hvds__sparse_fold(c, &f, &acc);
-  if (rc == HVDS_SUCCESS && f.v >= 0) rc = rounds(c, &f, &acc);
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_unfold(c, &f, &acc);
-  if (rc != HVDS_SUCCESS) {
-    hvds__sstream_free(&acc);
-    return rc;
-  }
-  *out = acc;
-  return HVDS_SUCCESS;
+  return hvds__sparse_run_folded(c, in, out, rounds);
 }

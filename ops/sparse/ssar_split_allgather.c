@@ -291,18 +291,11 @@ static hvds_result_t unfold_union(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t
 
 hvds_result_t hvds__sparse_run_ssar_sag(hvds_sparse_ctx_t* c, hvds_sstream_t* in,
                                         hvds_sstream_t* out) {
+  hvds_result_t rc = hvds__sparse_run_folded(c, in, out, run_virtual);
+  if (rc != HVDS_SUCCESS) return rc;
   hvds_sparse_fold_t f;
   hvds__sparse_fold_plan(c->p->size, c->p->rank, &f);
-  hvds_sstream_t acc = *in;  // take the input's memory
-  *in = (hvds_sstream_t){0, c->lay.dim, 0, 0, NULL, NULL};
-  hvds_result_t rc = hvds__sparse_fold(c, &f, &acc);
-  if (rc == HVDS_SUCCESS && f.v >= 0) rc = run_virtual(c, &f, &acc);
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_unfold(c, &f, &acc);
-  if (rc == HVDS_SUCCESS) rc = unfold_union(c, &f);
-  if (rc != HVDS_SUCCESS) {
-    hvds__sstream_free(&acc);
-    return rc;
-  }
-  *out = acc;
-  return HVDS_SUCCESS;
+  rc = unfold_union(c, &f);
+  if (rc != HVDS_SUCCESS) hvds__sstream_free(out);
+  return rc;
 }
