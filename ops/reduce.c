@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "half_shared.h"
+
 typedef void (*reduce_fn)(void* restrict dst, const void* restrict src, size_t n);
 
 /* Slot of each operation in the kernel table; -1 for operations without a kernel. */
@@ -39,64 +41,12 @@ static int kernel_slot(hvds_reduce_op_t op) {
   }
 }
 
-/* ---- 16-bit float conversions ---- */
+/* ---- 16-bit float conversions (half_shared.h, shared with the CUDA kernels) ---- */
 
-static inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static inline float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* IEEE binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits. */
-float hvds__half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24 is exact in float32.
-    float mag = (float)mant * 0x1p-24f;
-    return bits_f32(sign | f32_bits(mag));
-  }
-  if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));  // Inf, NaN (payload kept)
-  return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));        // rebias 15 -> 127
-}
-
-uint16_t hvds__float_to_half(float f) {
-  uint32_t x = f32_bits(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  uint32_t mag = x & 0x7fffffffu;
-  if (mag > 0x7f800000u)  // NaN: keep the top payload bits, force the quiet bit
-    return (uint16_t)(sign | 0x7e00u | ((mag >> 13) & 0x3ffu));
-  if (mag >= 0x477ff000u)  // >= 65520 rounds (ties to even) past 65504: Inf
-    return (uint16_t)(sign | 0x7c00u);
-  if (mag < 0x38800000u) {
-    // Below 2^-14: a subnormal half. Adding 0.5 puts the value's 2^-24 units in the low
-    // mantissa bits of the sum, rounded to nearest even by the FPU.
-    float sum = bits_f32(mag) + 0.5f;
-    return (uint16_t)(sign | (f32_bits(sum) - 0x3f000000u));
-  }
-  // Normal: rebias the exponent, then round the 13 dropped bits to nearest even. A carry out of
-  // the mantissa correctly bumps the exponent.
-  uint32_t lsb = (mag >> 13) & 1u;
-  mag = mag - (112u << 23) + 0xfffu + lsb;
-  return (uint16_t)(sign | (mag >> 13));
-}
-
-float hvds__bf16_to_float(uint16_t b) { return bits_f32((uint32_t)b << 16); }
-
-uint16_t hvds__float_to_bf16(float f) {
-  uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet NaN
-  // Round to nearest even on the 16 dropped bits; overflow carries into Inf, subnormals work.
-  uint32_t lsb = (x >> 16) & 1u;
-  return (uint16_t)((x + 0x7fffu + lsb) >> 16);
-}
+float hvds__half_to_float(uint16_t h) { return hvds_hd_half_to_float(h); }
+uint16_t hvds__float_to_half(float f) { return hvds_hd_float_to_half(f); }
+float hvds__bf16_to_float(uint16_t b) { return hvds_hd_bf16_to_float(b); }
+uint16_t hvds__float_to_bf16(float f) { return hvds_hd_float_to_bf16(f); }
 
 /* ---- Reduction kernels ---- */
 

@@ -1,14 +1,11 @@
-/* The 16-bit float conversions of ops/reduce.c (hvds__half_to_float, hvds__float_to_half,
- * hvds__bf16_to_float, hvds__float_to_bf16), written once for host and device (hvds_hostdev.h).
- *
- * They replicate ops/reduce.c bit for bit, NaN payloads and rounding (to nearest even) included,
- * so a GPU cast, reduce or scale gives the bytes the CPU gives. The CUDA intrinsics
- * (__float2half_rn) are not used: they canonicalize NaNs differently. test/cuda_host/ checks
- * every half and bfloat16 value and a sweep of floats against ops/reduce.c.
- * Next step: ops/reduce.c could call these instead of keeping its own copy.
+/* The 16-bit float conversions, written once for host and device (hvds_hostdev.h): ops/reduce.c
+ * (hvds__half_to_float, hvds__float_to_half, hvds__bf16_to_float, hvds__float_to_bf16) and the
+ * CUDA kernels both use these, NaN payloads and rounding (to nearest even) included, so a GPU
+ * cast, reduce or scale gives the bytes the CPU gives. The CUDA intrinsics (__float2half_rn) are
+ * not used: they canonicalize NaNs differently. test/ops/ checks every half and bfloat16 value.
  */
-#ifndef HVDS_CUDA_HALF_SHARED_H_
-#define HVDS_CUDA_HALF_SHARED_H_
+#ifndef HVDS_HALF_SHARED_H_
+#define HVDS_HALF_SHARED_H_
 
 #include "hvds_hostdev.h"
 
@@ -56,4 +53,4 @@ HVDS_HD uint16_t hvds_hd_float_to_bf16(float f) {
   return (uint16_t)((x + 0x7fffu + lsb) >> 16);
 }
 
-#endif /* HVDS_CUDA_HALF_SHARED_H_ */
+#endif /* HVDS_HALF_SHARED_H_ */

@@ -1,13 +1,13 @@
-/* Element logic shared by the CUDA kernels (cuda/) and host code: one definition, compiled by
- * nvcc for the device and by the C or C++ compiler for the host, so the CPU tests of
+/* Element logic shared by the CPU kernels (ops/) and the CUDA kernels (cuda/): one definition,
+ * compiled by the C or C++ compiler for the host and by nvcc for the device, so the CPU tests of
  * test/cuda_host/ check exactly what the kernels run against the reference kernels of ops/.
  *
  * HVDS_HD marks a function usable on both sides. In C and host C++ it is `static inline`; under
  * nvcc it adds __host__ __device__. Bit casts go through the CUDA intrinsics on the device and
  * memcpy on the host (both are exact reinterpretations).
  */
-#ifndef HVDS_CUDA_HOSTDEV_H_
-#define HVDS_CUDA_HOSTDEV_H_
+#ifndef HVDS_HOSTDEV_H_
+#define HVDS_HOSTDEV_H_
 
 #include <stdint.h>
 #include <string.h>
@@ -55,4 +55,4 @@ HVDS_HD uint64_t hvds_hd_mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-#endif /* HVDS_CUDA_HOSTDEV_H_ */
+#endif /* HVDS_HOSTDEV_H_ */
