@@ -100,7 +100,7 @@ hvds_result_t hvds__cuda_nonzero_compact(const hvds_sparse_layout_t* lay, const 
 
 /* ---- ZEN (ops/sparse/zen.c on the GPU) ----
  * h is ZEN's keyed hash, filled on the CPU by hvds__zen_hash_init(h, lay->dim, seed); the
- * kernels compute the same hash as ops/sparse/zen_hash.c (cuda/zen_hash_shared.h). */
+ * kernels compute the same hash as ops/sparse/zen_hash.c (ops/sparse/zen_hash_shared.h). */
 
 /* Workspace bytes for hvds__cuda_zen_partition of n entries among P owners. */
 size_t hvds__cuda_zen_partition_workspace(const hvds_sparse_layout_t* lay, size_t n, int P);

@@ -1,5 +1,5 @@
 // ZEN on the GPU (hvds_cuda.h): the push partition by counting sort, and the pull's bitmap
-// encode and decode. The hash is cuda/zen_hash_shared.h, equal to ops/sparse/zen_hash.c.
+// encode and decode. The hash is ops/sparse/zen_hash_shared.h, the CPU's own.
 //
 // Partition (stable, so each block keeps input order as zen.c's does):
 //   1. one warp per tile of kSteps * 32 entries hashes its entries, stores each owner, and

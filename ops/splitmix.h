@@ -5,14 +5,12 @@
 
 #include <stdint.h>
 
+#include "hvds_hostdev.h"
+
 #define HVDS_SPLITMIX_GOLDEN 0x9e3779b97f4a7c15ULL
 
-/* The finalizer: a fast bijective 64-bit mixer. */
-static inline uint64_t hvds__mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+/* The finalizer: a fast bijective 64-bit mixer (the one the CUDA kernels use). */
+static inline uint64_t hvds__mix64(uint64_t z) { return hvds_hd_mix64(z); }
 
 /* splitmix64's output number i + 1 for state seed. */
 static inline uint64_t hvds__splitmix_at(uint64_t seed, uint64_t i) {

@@ -1,8 +1,9 @@
 // The element logic the CUDA kernels run, compiled for the host and compared with the CPU
-// reference of ops/: ZEN's hash and owner (ops/sparse/zen_hash.c), the 16-bit float
-// conversions, reduce, scale and the non-zero test (ops/reduce.c), the bitmap's word layout
-// and rank arithmetic (ops/sparse/zen.c's format), and the warp-tiled stable counting sort of
-// cuda/zen.cu emulated step by step. No GPU needed; test/gpu/ runs the kernels themselves.
+// reference of ops/: reduce, scale and the non-zero test (ops/reduce.c), the bitmap's word
+// layout and rank arithmetic (ops/sparse/zen.c's format), and the warp-tiled stable counting
+// sort of cuda/zen.cu emulated step by step. ZEN's hash and the 16-bit conversions are one
+// definition for both sides (ops/sparse/zen_hash_shared.h, ops/half_shared.h), tested in
+// test/sparse/ and test/ops/. No GPU needed; test/gpu/ runs the kernels themselves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,98 +13,11 @@
 #include <vector>
 
 #include "elem_ops.h"
-#include "half_shared.h"
 #include "reduce.h"
 #include "zen_hash.h"
 #include "zen_hash_shared.h"
 
 namespace {
-
-uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-// ---- ZEN's hash ----
-
-TEST(CudaHostZenHash, EqualsOpsOnSmallDomainsExhaustively) {
-  for (uint64_t dim : {1u, 2u, 3u, 5u, 16u, 17u, 1000u, 4099u, 65539u}) {
-    for (uint64_t seed : {0ull, 1ull, 12345ull, 0x9e3779b97f4a7c15ull}) {
-      hvds_zen_hash_t h;
-      hvds__zen_hash_init(&h, dim, seed);
-      for (uint64_t x = 0; x < dim; x++) {
-        uint64_t y = hvds__zen_hash(&h, x);
-        ASSERT_EQ(hvds_hd_zen_hash(&h, x), y) << "dim " << dim << " seed " << seed << " x " << x;
-        ASSERT_EQ(hvds_hd_zen_hash_inv(&h, y), hvds__zen_hash_inv(&h, y));
-      }
-    }
-  }
-}
-
-TEST(CudaHostZenHash, EqualsOpsOnLargeDomains) {
-  std::mt19937_64 rng(7);
-  for (uint64_t dim : {uint64_t{1} << 31, (uint64_t{1} << 31) + 1, (uint64_t{1} << 40) + 3,
-                       uint64_t{1} << 62, (uint64_t{1} << 63) - 25, uint64_t{1} << 63}) {
-    hvds_zen_hash_t h;
-    hvds__zen_hash_init(&h, dim, rng());
-    for (int k = 0; k < 20000; k++) {
-      uint64_t x = k < 4 ? (k < 2 ? (uint64_t)k : dim - 1 - (uint64_t)(k - 2)) : rng() % dim;
-      ASSERT_EQ(hvds_hd_zen_hash(&h, x), hvds__zen_hash(&h, x)) << dim << " " << x;
-      ASSERT_EQ(hvds_hd_zen_hash_inv(&h, x), hvds__zen_hash_inv(&h, x)) << dim << " " << x;
-    }
-  }
-}
-
-TEST(CudaHostZenHash, OwnerEqualsOpsIncludingThe128BitPath) {
-  std::mt19937_64 rng(11);
-  for (uint64_t dim : {uint64_t{1}, uint64_t{7}, uint64_t{1000}, uint64_t{1} << 40,
-                       uint64_t{1} << 63, ~uint64_t{0}}) {
-    for (int P : {1, 2, 3, 7, 8, 64, 1000, 4096, 65535}) {
-      for (int k = 0; k < 2000; k++) {
-        uint64_t y = k == 0 ? 0 : k == 1 ? dim - 1 : rng() % dim;
-        ASSERT_EQ(hvds_hd_zen_owner(dim, P, y), hvds__zen_owner(dim, P, y))
-            << "dim " << dim << " P " << P << " y " << y;
-      }
-    }
-  }
-}
-
-// ---- 16-bit floats ----
-
-TEST(CudaHostHalf, EveryHalfAndBf16DecodesAsOps) {
-  for (uint32_t v = 0; v < 65536; v++) {
-    uint16_t b = (uint16_t)v;
-    ASSERT_EQ(f32_bits(hvds_hd_half_to_float(b)), f32_bits(hvds__half_to_float(b))) << v;
-    ASSERT_EQ(f32_bits(hvds_hd_bf16_to_float(b)), f32_bits(hvds__bf16_to_float(b))) << v;
-  }
-}
-
-TEST(CudaHostHalf, FloatsEncodeAsOps) {
-  std::vector<uint32_t> cases;
-  // Every half and bf16 value, its float neighbours and the midpoints (the rounding ties).
-  for (uint32_t v = 0; v < 65536; v++) {
-    for (uint32_t f :
-         {f32_bits(hvds__half_to_float((uint16_t)v)), f32_bits(hvds__bf16_to_float((uint16_t)v))}) {
-      for (int d = -2; d <= 2; d++) cases.push_back(f + (uint32_t)d);
-      cases.push_back(f + 0x1000u);  // half midpoint above
-      cases.push_back(f + 0x8000u);  // bf16 midpoint above
-    }
-  }
-  std::mt19937 rng(3);
-  for (int k = 0; k < 2000000; k++) cases.push_back(rng());
-  for (uint32_t u : cases) {
-    float f = bits_f32(u);
-    ASSERT_EQ(hvds_hd_float_to_half(f), hvds__float_to_half(f)) << std::hex << u;
-    ASSERT_EQ(hvds_hd_float_to_bf16(f), hvds__float_to_bf16(f)) << std::hex << u;
-  }
-}
 
 // ---- Reduce, scale, non-zero ----
 

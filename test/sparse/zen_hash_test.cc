@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 #include "sparse_stream.h"
@@ -25,13 +26,16 @@ TEST(ZenHash, IsAPermutationWithInverse) {
 }
 
 TEST(ZenHash, LargeDomainsRoundTrip) {
-  for (uint64_t dim : {uint64_t{1} << 31, (uint64_t{1} << 40) + 3, uint64_t{1} << 63}) {
+  std::mt19937_64 rng(7);
+  for (uint64_t dim : {uint64_t{1} << 31, (uint64_t{1} << 31) + 1, (uint64_t{1} << 40) + 3,
+                       uint64_t{1} << 62, (uint64_t{1} << 63) - 25, uint64_t{1} << 63}) {
     hvds_zen_hash_t h;
-    hvds__zen_hash_init(&h, dim, 7);
-    for (uint64_t x : {uint64_t{0}, uint64_t{1}, dim / 2, dim - 1}) {
+    hvds__zen_hash_init(&h, dim, rng());
+    for (int k = 0; k < 20000; k++) {
+      uint64_t x = k < 4 ? (k < 2 ? (uint64_t)k : dim - 1 - (uint64_t)(k - 2)) : rng() % dim;
       uint64_t y = hvds__zen_hash(&h, x);
       ASSERT_LT(y, dim);
-      ASSERT_EQ(hvds__zen_hash_inv(&h, y), x);
+      ASSERT_EQ(hvds__zen_hash_inv(&h, y), x) << dim << " " << x;
     }
   }
 }
@@ -54,6 +58,25 @@ TEST(ZenHash, OwnerMatchesRangeStarts) {
         ASSERT_LT(j, P);
         ASSERT_LE(hvds__sparse_part_lo(0, dim, P, j), y);
         ASSERT_LT(y, hvds__sparse_part_lo(0, dim, P, j + 1)) << dim << " " << P << " " << y;
+      }
+    }
+  }
+}
+
+// Large domains and rank counts, where (y + 1) P overflows 64 bits: the owner's range holds y,
+// by 128-bit arithmetic.
+TEST(ZenHash, OwnerHoldsYOnLargeDomains) {
+  std::mt19937_64 rng(11);
+  for (uint64_t dim : {uint64_t{1} << 40, uint64_t{1} << 63, ~uint64_t{0}}) {
+    for (int P : {1, 3, 8, 1000, 65535}) {
+      for (int k = 0; k < 2000; k++) {
+        uint64_t y = k == 0 ? 0 : k == 1 ? dim - 1 : rng() % dim;
+        int j = hvds__zen_owner(dim, P, y);
+        ASSERT_GE(j, 0);
+        ASSERT_LT(j, P);
+        unsigned __int128 lo = (unsigned __int128)dim * (unsigned)j / (unsigned)P;
+        unsigned __int128 hi = (unsigned __int128)dim * (unsigned)(j + 1) / (unsigned)P;
+        ASSERT_TRUE(lo <= y && y < hi) << "dim " << dim << " P " << P << " y " << y;
       }
     }
   }

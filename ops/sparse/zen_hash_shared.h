@@ -1,18 +1,15 @@
-/* ZEN's keyed permutation (ops/sparse/zen_hash.h) for host and device: the per-element functions
- * of ops/sparse/zen_hash.c, written once for both sides (hvds_hostdev.h).
+/* ZEN's keyed permutation (zen_hash.h) for host and device: the per-element functions, written
+ * once for both sides (hvds_hostdev.h). zen_hash.c's hvds__zen_hash(), hvds__zen_hash_inv() and
+ * hvds__zen_owner() wrap them, and the CUDA kernels (cuda/zen.cu) call them on the device.
  *
- * The key schedule stays in ops/sparse: the caller fills an hvds_zen_hash_t with
- * hvds__zen_hash_init() on the CPU and hands the struct to the kernels by value. These functions
- * must equal hvds__zen_hash(), hvds__zen_hash_inv() and hvds__zen_owner() for every input;
- * test/cuda_host/ checks that against ops/sparse/zen_hash.c (the definition is replicated, not
- * shared, because ops/sparse/ is owned elsewhere; the next step is for zen_hash.c to include
- * this header and wrap these functions, leaving one definition).
+ * The key schedule is the CPU's: the caller fills an hvds_zen_hash_t with hvds__zen_hash_init()
+ * and hands the struct to the kernels by value.
  */
-#ifndef HVDS_CUDA_ZEN_HASH_SHARED_H_
-#define HVDS_CUDA_ZEN_HASH_SHARED_H_
+#ifndef HVDS_ZEN_HASH_SHARED_H_
+#define HVDS_ZEN_HASH_SHARED_H_
 
-#include "../ops/sparse/zen_hash.h"
 #include "hvds_hostdev.h"
+#include "zen_hash.h"
 
 /* One pass of the 4-round Feistel network over the 2 * half bit domain, and its inverse. */
 HVDS_HD uint64_t hvds_hd_feistel(const hvds_zen_hash_t* h, uint64_t x) {
@@ -35,7 +32,8 @@ HVDS_HD uint64_t hvds_hd_feistel_inv(const hvds_zen_hash_t* h, uint64_t y) {
   return (l << h->half) | r;
 }
 
-/* The permutation of [0, dim) by cycle walking, and its inverse; x, y must be below dim. */
+/* The permutation of [0, dim) by cycle walking, and its inverse; x, y must be below dim. The
+ * domain is < 4 dim, so fewer than 4 passes are expected. */
 HVDS_HD uint64_t hvds_hd_zen_hash(const hvds_zen_hash_t* h, uint64_t x) {
   do x = hvds_hd_feistel(h, x);
   while (x >= h->dim);
@@ -56,4 +54,4 @@ HVDS_HD int hvds_hd_zen_owner(uint64_t dim, int P, uint64_t y) {
   return (int)(((unsigned __int128)(y + 1) * p - 1) / dim);
 }
 
-#endif /* HVDS_CUDA_ZEN_HASH_SHARED_H_ */
+#endif /* HVDS_ZEN_HASH_SHARED_H_ */
