@@ -22,13 +22,21 @@
  */
 #include "gloo_p2p.h"
 
+#include <arpa/inet.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/address.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,13 +46,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/address.h>
-#include <gloo/transport/tcp/device.h>
-#include <gloo/transport/unbound_buffer.h>
 
 #include "log.h"
 
@@ -211,8 +212,12 @@ struct GlooComm {
   std::vector<uint64_t> bell_in;   /* peer i's latest ring: {epoch, ring count} at 2 i */
   std::vector<uint64_t> bell_seen; /* the ring count of peer i consumed last */
   uint64_t bell_out[2] = {0, 0};   /* this rank's ring: {epoch, ring count} */
+  uint64_t bell_max = 0;           /* the highest epoch any peer rang */
   std::unique_ptr<gloo::transport::UnboundBuffer> bell_rx;
   std::unique_ptr<gloo::transport::UnboundBuffer> bell_tx;
+  /* Alone (size 1) there is no pair to ring over: a wait ends only by an interrupt. */
+  std::condition_variable alone_cv; /* under mu */
+  bool alone_interrupt = false;
 };
 
 GlooComm* comm_of(hvds_p2p_t* p) { return static_cast<GlooComm*>(p->impl); }
@@ -249,6 +254,7 @@ hvds_result_t fail(hvds_p2p_t* p, hvds_result_t rc, int peer, const std::string&
         }
       }
       if (c->bell_rx) c->bell_rx->abortWaitRecv();
+      c->alone_cv.notify_all();
     }
     rc = c->fail_rc;
   }
@@ -271,9 +277,12 @@ hvds_result_t fail_from(hvds_p2p_t* p, int peer, const std::exception& e, int ti
     return fail(p, HVDS_TIMEOUT, -1, msg);
   }
   if (dynamic_cast<const gloo::IoException*>(&e) != nullptr) {
-    const char* addr = peer >= 0 && peer < (int)c->peer_addr.size() ? c->peer_addr[peer].c_str()
-                                                                     : "?";
-    snprintf(msg, sizeof(msg), "rank %d (%s): connection closed: %s", peer, addr, what);
+    if (peer < 0 || peer >= (int)c->peer_addr.size()) {  // Gloo did not say which pair
+      snprintf(msg, sizeof(msg), "a peer's connection closed: %s", what);
+      return fail(p, HVDS_REMOTE_ERROR, -1, msg);
+    }
+    snprintf(msg, sizeof(msg), "rank %d (%s): connection closed: %s", peer,
+             c->peer_addr[peer].c_str(), what);
     return fail(p, HVDS_REMOTE_ERROR, peer, msg);
   }
   snprintf(msg, sizeof(msg), "gloo error with rank %d: %s", peer, what);
@@ -407,22 +416,32 @@ void gloo_destroy(hvds_p2p_t* p) {
  * ranks that both have work when they go idle would otherwise ring each other with no receive
  * posted on either side, and both would block until the timeout. */
 bool rearm_bell(hvds_p2p_t* p, GlooComm* c, uint64_t epoch) {
-  bool rung = false;
   for (int i = 0; i < p->size; i++) {
     if (i == p->rank || c->bell_in[2 * i + 1] == c->bell_seen[i]) continue;
     c->bell_seen[i] = c->bell_in[2 * i + 1];
-    rung |= c->bell_in[2 * i] >= epoch;
+    c->bell_max = std::max(c->bell_max, c->bell_in[2 * i]);
     c->bell_rx->recv(i, kDoorbellSlot, (size_t)i * 16, 16);  // keep one posted per peer
   }
-  return rung;
+  return c->bell_max >= epoch;  // a ring is remembered, as p2p.h says
+}
+
+/* bell_wait alone: until bell_interrupt (or a failure). */
+hvds_result_t wait_alone(GlooComm* c) {
+  std::unique_lock<std::mutex> lock(c->mu);
+  c->alone_cv.wait(lock, [c] { return c->alone_interrupt || c->failed; });
+  if (c->failed) return c->fail_rc;
+  c->alone_interrupt = false;
+  return HVDS_IN_PROGRESS;
 }
 
 hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
   GlooComm* c = comm_of(p);
+  if (p->size == 1) return wait_alone(c);
   if (!c->bell_rx) return HVDS_NOT_SUPPORTED;
   int from = -1;
   try {
     SigpipeGuard guard(c->guard_sigpipe);
+    if (rearm_bell(p, c, epoch)) return HVDS_SUCCESS;
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(c->mu);
@@ -442,6 +461,7 @@ hvds_result_t gloo_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
 
 hvds_result_t gloo_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
   GlooComm* c = comm_of(p);
+  if (p->size == 1) return HVDS_SUCCESS;  // nobody to ring
   if (!c->bell_tx) return HVDS_NOT_SUPPORTED;
   int peer = -1;
   try {
@@ -472,6 +492,11 @@ hvds_result_t gloo_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
 void gloo_bell_interrupt(hvds_p2p_t* p) {
   GlooComm* c = comm_of(p);
   if (c->bell_rx) c->bell_rx->abortWaitRecv();
+  if (p->size == 1) {
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->alone_interrupt = true;
+    c->alone_cv.notify_all();
+  }
 }
 
 const hvds_p2p_ops_t kGlooOps = {
