@@ -1,7 +1,7 @@
 """Runs `hvdsparse-perf sparse_allreduce --algorithm all --csv` under the launcher, in blocks and
 with --interleave, and checks its rows: every algorithm present, no wrong element (the tool
 compares each algorithm's result with the dense allreduce's), more timed operations than -n
-where --min-time asks for them (these are millisecond operations), times positive and the
+where --min-time asks for them (operations under 10 ms), times positive and the
 minimum at most the median. With the runtime library as LIB, also that the rows carry what the
 cost model was given: priced again through the library (bench/sparse_replay.py), each row's
 inputs give its model_ms, and the auto row's the runtime's pick. A job that hangs fails after
@@ -55,7 +55,9 @@ def check(rows, mode):
         t, lo = float(r["time_ms"]), float(r["min_ms"])
         if not (0 < lo <= t):
             sys.exit("FAIL (%s): median %s ms, minimum %s ms" % (what, t, lo))
-        if int(r["iters"]) <= 2:
+        # --min-time 0.05 asks for about 50 ms of operations: more than -n 2 when each is
+        # short (a sanitizer build can make the dense ones longer than 25 ms).
+        if t < 10 and int(r["iters"]) <= 2:
             sys.exit("FAIL (%s): %s timed operations; --min-time 0.05 asks for more than -n 2 "
                      "at %.3f ms each" % (what, r["iters"], t))
     print("%s: %s" % (mode, ", ".join("%s %s x %.2f ms" % (r["algorithm"], r["iters"],

@@ -511,8 +511,11 @@ TEST_F(TimelineTest, ValidAtEveryMomentForLockingReaders) {
   Producer producer(tl, 3000);
   int reads = 0;
   size_t last_events = 0, grew = 0;
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  while (std::chrono::steady_clock::now() < end) {
+  // 1.5 s and at least 11 reads (a sanitizer build reads slowly), 30 s at the most.
+  auto start = std::chrono::steady_clock::now();
+  auto end = start + std::chrono::milliseconds(1500), cap = start + std::chrono::seconds(30);
+  while ((std::chrono::steady_clock::now() < end || reads <= 10) &&
+         std::chrono::steady_clock::now() < cap) {
     Json trace;
     ASSERT_TRUE(LoadTrace(path_, &trace, true)) << "after " << reads << " good reads";
     EXPECT_GE(trace.arr.size(), last_events);
