@@ -20,9 +20,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -35,10 +37,21 @@
 
 namespace hvds_test {
 
+// What a transport's failures say to a peer, and how soon the peer hears of them. Every test
+// binary that includes this header defines TransportFailures for the create functions it
+// instantiates with.
+struct FailureTexts {
+  const char* timed_out;  // in a peer's error after rank 0 timed out waiting for it
+  const char* aborted;    // in a peer's error after rank 0 aborted
+  double notice_ms;       // a peer's pending wait fails within this
+};
+const FailureTexts& TransportFailures(CreateFn create);
+
 // One transport, two ranks unless a test says otherwise.
 class P2pContract : public ::testing::TestWithParam<CreateFn> {
  protected:
   void Run(int size, const RankFn& fn) { SpawnRanks(size, GetParam(), fn); }
+  const FailureTexts& Failures() const { return TransportFailures(GetParam()); }
 };
 
 // A transport whose engine is ours (tcp, shm): it buffers a message whose receive is not posted
@@ -336,6 +349,85 @@ TEST_P(P2pContract, DoorbellInterrupt) {
       gate.Wait();
       sleep_ms(100);
       EXPECT_EQ(p->ops->bell_ring(p, 1), HVDS_SUCCESS);
+    }
+    gate.Wait();
+  });
+}
+
+// A wait that times out names the peer; the communicator stays failed, and later calls fail
+// fast with the same error; the peer learns of it, naming this rank.
+TEST_P(P2pContract, TimeoutNamesPeer) {
+  const FailureTexts& f = Failures();
+  Run(2, [&f](int rank, hvds_p2p_t* p, Barrier& gate) {
+    int x = 0;
+    hvds_p2p_req_t* r;
+    if (rank == 0) {
+      auto t0 = Clock::now();
+      EXPECT_EQ(Wait(p, Irecv(p, 1, &x, 4, 1), 300), HVDS_TIMEOUT);
+      EXPECT_GE(MsSince(t0), 250.0);
+      EXPECT_NE(strstr(p->error, "timed out after 300 ms waiting for rank 1"), nullptr) << p->error;
+      EXPECT_EQ(p->failed_peer, 1);
+      std::string first = p->error;
+      EXPECT_EQ(p->ops->isend(p, 1, &x, 4, 1, &r), HVDS_TIMEOUT);
+      EXPECT_EQ(first, p->error);
+    } else {
+      auto t0 = Clock::now();
+      EXPECT_EQ(Wait(p, Irecv(p, 0, &x, 4, 2), 20000), HVDS_REMOTE_ERROR);
+      EXPECT_LT(MsSince(t0), f.notice_ms + 300);
+      EXPECT_EQ(p->failed_peer, 0) << p->error;
+      EXPECT_NE(strstr(p->error, f.timed_out), nullptr) << p->error;
+    }
+    gate.Wait();
+  });
+}
+
+// After one rank aborts (from another thread), its own pending wait fails, later calls fail
+// fast, and its peers' pending waits fail soon after (the other survivor may have closed on a
+// peer first, so which rank a survivor names is not fixed).
+TEST_P(P2pContract, AbortWakesPeers) {
+  const FailureTexts& f = Failures();
+  std::atomic<int64_t> abort_at{0};
+  Run(3, [&](int rank, hvds_p2p_t* p, Barrier& gate) {
+    int x = 0, y = 0;
+    if (rank == 0) {
+      hvds_p2p_req_t* r = Irecv(p, 1, &x, 4, 1);
+      gate.Wait();
+      sleep_ms(200);
+      abort_at = Clock::now().time_since_epoch().count();
+      std::thread aborter([p] { p->ops->abort(p); });
+      aborter.join();
+      EXPECT_EQ(Wait(p, r), HVDS_SHUT_DOWN);
+      hvds_p2p_req_t* r2;
+      EXPECT_EQ(p->ops->isend(p, 1, &x, 4, 1, &r2), HVDS_SHUT_DOWN);
+      p->ops->abort(p);  // twice is fine
+    } else {
+      hvds_p2p_req_t* r = Irecv(p, 0, &x, 4, 1);
+      hvds_p2p_req_t* r2 = Irecv(p, 3 - rank, &y, 4, 1);
+      gate.Wait();
+      hvds_result_t rc = Wait(p, r, 30000);
+      EXPECT_LT((Clock::now().time_since_epoch().count() - abort_at) / 1e6, f.notice_ms);
+      EXPECT_EQ(rc, HVDS_REMOTE_ERROR) << p->error;
+      EXPECT_NE(strstr(p->error, f.aborted), nullptr) << p->error;
+      EXPECT_NE(Wait(p, r2, 30000), HVDS_SUCCESS);
+      EXPECT_LT((Clock::now().time_since_epoch().count() - abort_at) / 1e6, f.notice_ms);
+    }
+  });
+}
+
+// An abort from another thread wakes this rank's own pending wait at once.
+TEST_P(P2pContract, AbortWakesOwnWait) {
+  Run(2, [](int rank, hvds_p2p_t* p, Barrier& gate) {
+    int x = 0;
+    if (rank == 0) {
+      hvds_p2p_req_t* r = Irecv(p, 1, &x, 4, 1);
+      std::thread aborter([p] {
+        sleep_ms(100);
+        p->ops->abort(p);
+      });
+      auto t0 = Clock::now();
+      EXPECT_EQ(Wait(p, r, 30000), HVDS_SHUT_DOWN);
+      EXPECT_LT(MsSince(t0), 1000.0);
+      aborter.join();
     }
     gate.Wait();
   });

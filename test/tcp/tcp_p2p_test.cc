@@ -27,6 +27,14 @@
 #include "collectives.h"
 #include "tcp_test_util.h"
 
+namespace hvds_test {
+// What this transport's failures say (p2p_contract.h).
+const FailureTexts& TransportFailures(CreateFn) {
+  static const FailureTexts kTcp = {"rank 0 (127.0.0.1:", "connection closed", 1000.0};
+  return kTcp;
+}
+}  // namespace hvds_test
+
 namespace {
 
 using namespace tcp_test;
