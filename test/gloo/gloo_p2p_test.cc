@@ -10,17 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "../common/p2p_contract.h"
 #include "../common/rank_threads.h"
@@ -35,12 +29,8 @@ const FailureTexts& TransportFailures(CreateFn) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
+using hvds_test::Clock;
+using hvds_test::MsSince;
 using Barrier = hvds_test::Barrier;
 using hvds_test::P2pContract;
 using hvds_test::P2pContractRanks;
@@ -96,13 +86,13 @@ TEST(GlooP2p, DoorbellMutualRingsDoNotBlock) {
           auto t0 = Clock::now();
           ASSERT_EQ(p->ops->bell_ring(p, epoch), HVDS_SUCCESS)
               << "rank " << rank << ": " << p->error;
-          EXPECT_LT(ms_since(t0), 5000.0) << "rank " << rank << " epoch " << epoch;
+          EXPECT_LT(MsSince(t0), 5000.0) << "rank " << rank << " epoch " << epoch;
         }
         barrier.Wait();
         if (rank != 1) {  // both others sleep on the bell, as every rank does when idle
           auto t0 = Clock::now();
           EXPECT_EQ(p->ops->bell_wait(p, 5), HVDS_SUCCESS) << p->error;
-          EXPECT_GE(ms_since(t0), 150.0);  // the rings of epochs 1-4 did not wake it
+          EXPECT_GE(MsSince(t0), 150.0);  // the rings of epochs 1-4 did not wake it
         } else {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
           EXPECT_EQ(p->ops->bell_ring(p, 5), HVDS_SUCCESS) << p->error;
@@ -126,7 +116,7 @@ TEST(GlooP2p, AbortNamesRank) {
       barrier.Wait();
       auto t0 = Clock::now();
       EXPECT_EQ(p->ops->wait(p, r, 30000), HVDS_REMOTE_ERROR);
-      EXPECT_LT(ms_since(t0), 5000.0);
+      EXPECT_LT(MsSince(t0), 5000.0);
       EXPECT_EQ(p->failed_peer, 0);
       EXPECT_EQ(strncmp(p->error, "rank 0 (127.0.0.1:", 18), 0) << p->error;
       EXPECT_NE(strstr(p->error, "connection closed: "), nullptr) << p->error;
@@ -149,7 +139,7 @@ TEST(GlooP2p, DestroyWakesPeers) {
           barrier.Wait();
           auto t0 = Clock::now();
           EXPECT_EQ(p->ops->wait(p, r, 30000), HVDS_REMOTE_ERROR);
-          EXPECT_LT(ms_since(t0), 5000.0);
+          EXPECT_LT(MsSince(t0), 5000.0);
           EXPECT_EQ(p->failed_peer, 0);
           Destroy(p);
         }
@@ -169,7 +159,7 @@ TEST(GlooP2p, CreateTimesOut) {
   EXPECT_EQ(rc, HVDS_TIMEOUT) << err;
   EXPECT_EQ(p, nullptr);
   EXPECT_NE(err[0], '\0');
-  EXPECT_LT(ms_since(t0), 5000.0);
+  EXPECT_LT(MsSince(t0), 5000.0);
 }
 
 // Gloo sets TCP_NODELAY on every connected socket (checked over this process's descriptors).

@@ -10,21 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "../common/p2p_contract.h"
-#include "../common/rank_threads.h"
-#include "collectives.h"
 #include "tcp_test_util.h"
 
 namespace hvds_test {
