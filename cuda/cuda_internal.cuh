@@ -38,32 +38,7 @@ inline hvds_result_t launched(const char* what) {
 // Calls f(T{}) with T the storage type of dtype; HVDS_NOT_SUPPORTED for an unknown dtype.
 template <class F>
 hvds_result_t dispatch(hvds_dtype_t dtype, F&& f) {
-  switch (dtype) {
-    case HVDS_UINT8:
-      return f(uint8_t{});
-    case HVDS_INT8:
-      return f(int8_t{});
-    case HVDS_UINT16:
-      return f(uint16_t{});
-    case HVDS_INT16:
-      return f(int16_t{});
-    case HVDS_INT32:
-      return f(int32_t{});
-    case HVDS_INT64:
-      return f(int64_t{});
-    case HVDS_FLOAT16:
-      return f(hvds_elem::f16{});
-    case HVDS_FLOAT32:
-      return f(float{});
-    case HVDS_FLOAT64:
-      return f(double{});
-    case HVDS_BOOL:
-      return f(hvds_elem::boolean{});
-    case HVDS_BFLOAT16:
-      return f(hvds_elem::bf16{});
-    default:
-      return HVDS_NOT_SUPPORTED;
-  }
+  return hvds_elem::with_dtype(dtype, f, [] { return HVDS_NOT_SUPPORTED; });
 }
 
 // Calls f(I{}) with I the index type of lay (int32_t or int64_t).

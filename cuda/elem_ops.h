@@ -17,6 +17,7 @@
 
 #include <type_traits>
 
+#include "../runtime/include/hvdsparse.h"
 #include "half_shared.h"
 
 namespace hvds_elem {
@@ -144,6 +145,38 @@ HVDS_HD bool nonzero(T v) {
     return v.v != 0;
   else
     return v != 0;
+}
+
+/* Calls f(T{}) with T the storage type of dtype and returns what f returns; on_unknown() for a
+ * value that names no dtype. Host code: the one place a dtype becomes a type. */
+template <class F, class U>
+auto with_dtype(hvds_dtype_t dtype, F&& f, U&& on_unknown) -> decltype(f(float{})) {
+  switch (dtype) {
+    case HVDS_UINT8:
+      return f(uint8_t{});
+    case HVDS_INT8:
+      return f(int8_t{});
+    case HVDS_UINT16:
+      return f(uint16_t{});
+    case HVDS_INT16:
+      return f(int16_t{});
+    case HVDS_INT32:
+      return f(int32_t{});
+    case HVDS_INT64:
+      return f(int64_t{});
+    case HVDS_FLOAT16:
+      return f(f16{});
+    case HVDS_FLOAT32:
+      return f(float{});
+    case HVDS_FLOAT64:
+      return f(double{});
+    case HVDS_BOOL:
+      return f(boolean{});
+    case HVDS_BFLOAT16:
+      return f(bf16{});
+    default:
+      return on_unknown();
+  }
 }
 
 }  // namespace hvds_elem

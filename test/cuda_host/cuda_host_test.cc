@@ -89,35 +89,10 @@ void combine_op(int slot, void* dst, const void* src, size_t n) {
   }
 }
 
-// Calls f(T{}) for dtype t (the host twin of cuda_internal.cuh's dispatch).
+// Calls f(T{}) for dtype t (the dispatch the kernels use).
 template <class F>
 void with_type(hvds_dtype_t t, F&& f) {
-  switch (t) {
-    case HVDS_UINT8:
-      return f(uint8_t{});
-    case HVDS_INT8:
-      return f(int8_t{});
-    case HVDS_UINT16:
-      return f(uint16_t{});
-    case HVDS_INT16:
-      return f(int16_t{});
-    case HVDS_INT32:
-      return f(int32_t{});
-    case HVDS_INT64:
-      return f(int64_t{});
-    case HVDS_FLOAT16:
-      return f(hvds_elem::f16{});
-    case HVDS_FLOAT32:
-      return f(float{});
-    case HVDS_FLOAT64:
-      return f(double{});
-    case HVDS_BOOL:
-      return f(hvds_elem::boolean{});
-    case HVDS_BFLOAT16:
-      return f(hvds_elem::bf16{});
-    default:
-      FAIL() << "dtype " << t;
-  }
+  hvds_elem::with_dtype(t, f, [t] { FAIL() << "dtype " << t; });
 }
 
 struct OpCase {

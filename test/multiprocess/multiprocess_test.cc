@@ -1,80 +1,18 @@
 // Multi-process tests: `hvdsparse run -np N mp_worker SCENARIO` over real Gloo TCP on loopback.
 // Each run has a deadline; on expiry the launcher's process group (ours alone) is killed.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "../common/run_command.h"
+
 namespace {
-
-struct RunResult {
-  int status = -1;       // exit code, or -1 if killed by the deadline
-  std::string output;    // stdout and stderr interleaved
-  double seconds = 0;
-};
-
-// Runs argv with extra environment, in its own process group, for at most timeout_s seconds.
-RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-              int timeout_s) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(fds[1]);
-  RunResult r;
-  char buf[65536];
-  bool timed_out = false;
-  for (;;) {
-    double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    int n = poll(&p, 1, (int)(left * 1000) + 1);
-    if (n <= 0) continue;
-    ssize_t got = read(fds[0], buf, sizeof(buf));
-    if (got <= 0) break;
-    r.output.append(buf, (size_t)got);
-  }
-  if (timed_out) kill(-pid, SIGKILL);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  close(fds[0]);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.status = timed_out ? -1 : (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-  return r;
-}
-
-int Count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
-  return n;
-}
 
 RunResult RunScenario(int np, const std::string& scenario, std::vector<std::string> env = {},
                       int timeout_s = 120) {
@@ -136,10 +74,7 @@ TEST(Timeline, ValidJsonWithExpectedEvents) {
                             {std::string("HVDSPARSE_TIMELINE=") + path,
                              "HVDSPARSE_TIMELINE_MARK_CYCLES=1", "HVDSPARSE_SHM=0"});
   ASSERT_EQ(r.status, 0) << r.output;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = ReadFile(path);
   for (const char* want : {"start_time_since_epoch_in_micros", "NEGOTIATE_ALLREDUCE", "\"ALLREDUCE\"",
                            "ar.0.7.0.2", "CYCLE_START", "MEMCPY_IN_FUSION_BUFFER", "GLOO_ALLREDUCE"})
     EXPECT_NE(text.find(want), std::string::npos) << want;
@@ -191,10 +126,7 @@ TEST(Fusion, ThousandSmallTensorsTravelFused) {
   close(fd);
   RunResult t = RunScenario(2, "fusion", {std::string("HVDSPARSE_TIMELINE=") + path}, 240);
   ASSERT_EQ(t.status, 0) << t.output;
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::string text = ReadFile(path);
   int most = 0;
   for (size_t p = text.find("\"fused_tensors\":"); p != std::string::npos;
        p = text.find("\"fused_tensors\":", p + 1))

@@ -2,16 +2,10 @@
 // TCP transport on loopback. Every run has a deadline; on expiry the launcher's process group
 // (ours alone) is killed, so a hang fails the test.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,77 +13,14 @@
 #include <tuple>
 #include <vector>
 
+#include "../common/run_command.h"
+
 namespace {
-
-struct RunResult {
-  int status = -1;     // exit code, or -1 if killed by the deadline
-  std::string output;  // stdout and stderr interleaved
-  double seconds = 0;
-};
-
-RunResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                     int timeout_s) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(fds[1]);
-  RunResult r;
-  char buf[65536];
-  bool timed_out = false;
-  for (;;) {
-    double left =
-        timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    int n = poll(&p, 1, (int)(left * 1000) + 1);
-    if (n <= 0) continue;
-    ssize_t got = read(fds[0], buf, sizeof(buf));
-    if (got <= 0) break;
-    r.output.append(buf, (size_t)got);
-  }
-  if (timed_out) kill(-pid, SIGKILL);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  close(fds[0]);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.status = timed_out ? -1 : (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-  return r;
-}
-
-int Count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
-  return n;
-}
 
 RunResult RunScenario(int np, const std::string& scenario, std::vector<std::string> env = {},
                       int timeout_s = 180) {
   return RunCommand({HVDS_LAUNCHER, "run", "-np", std::to_string(np), HVDS_WORKER, scenario}, env,
                     timeout_s);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 class SparseRtScenarios : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
