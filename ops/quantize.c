@@ -2,7 +2,9 @@
  *
  * Each bucket is staged in a double array first (one dtype switch per bucket, not per value);
  * the arithmetic on a value is then t = |v| * (s / S), a snap test, one draw and a floor, all in
- * double, so the numpy reference (hvdsparse/common/quantize.py) reproduces it bit for bit.
+ * double, so the numpy reference (hvdsparse/common/quantize.py) reproduces it bit for bit. The
+ * build keeps that arithmetic from fusing into FMAs (-ffp-contract=off for this file), which
+ * round once where the reference rounds twice.
  */
 #include "quantize.h"
 
@@ -10,15 +12,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernel_clones.h"
 #include "reduce.h"
 #include "splitmix.h"
 
 #define SNAP 0x1p-20 /* t within s * SNAP of an integer is on the grid */
-
-/* splitmix64's output number i + 1 for state seed, as a double in [0, 1). */
-static double draw(uint64_t seed, uint64_t i) {
-  return (double)(hvds__splitmix_at(seed, i) >> 11) * 0x1p-53;
-}
 
 int hvds__quant_levels(int bits) {
   return bits == 2 || bits == 4 || bits == 8 ? (1 << (bits - 1)) - 1 : 0;
@@ -105,25 +103,48 @@ static float bucket_scale(const double* v, size_t m) {
   return sf;
 }
 
-/* The level of one value, t = a * (s / S) >= 0 rounded to a nearby integer level: to the
- * nearest when within s * SNAP of it (on the grid), else stochastically. Truncation is floor here
- * (t >= 0). */
-static uint32_t level(double a, int s, double inv, uint64_t seed, uint64_t i) {
-  double t = a * inv;
-  uint32_t r = (uint32_t)(t + 0.5);
-  uint32_t l = fabs(t - r) <= s * SNAP ? r : (uint32_t)(t + draw(seed, i));
-  return l > (uint32_t)s ? (uint32_t)s : l;
+/* The codes of m values of a bucket with a positive scale S (inv = s / S). Value i's level:
+ * t = |v| * inv rounded to the nearest level when within s * SNAP of it (on the grid), else
+ * floor(t + u) with u value first + i's draw (splitmix64's output number first + i + 1,
+ * as (z >> 11) * 2^-53); at most s. Its code: s + l, or s - l for v < 0. Written without
+ * branches, and the draw's 53-bit integer turned into a double exactly through its bits, so the
+ * compiler vectorizes the loop (truncation is floor here: t >= 0). */
+HVDS_CLONES_AVX2
+static void bucket_codes(const double* restrict v, size_t m, int s, double inv,
+                                uint64_t seed, uint64_t first, uint8_t* restrict code) {
+  double snap = s * SNAP;
+  uint64_t z0 = seed + (first + 1) * HVDS_SPLITMIX_GOLDEN;
+  for (size_t i = 0; i < m; i++) {
+    double t = fabs(v[i]) * inv;
+    int32_t r = (int32_t)(t + 0.5);
+    uint64_t x = hvds__mix64(z0 + i * HVDS_SPLITMIX_GOLDEN) >> 11;  // < 2^53
+    uint64_t low = (x & 0xfffffffffffffULL) | 0x4330000000000000ULL;  // 2^52 + low 52 bits
+    double low_d;
+    memcpy(&low_d, &low, sizeof low_d);
+    double u = ((low_d - 0x1p52) + (double)(int32_t)(x >> 52) * 0x1p52) * 0x1p-53;
+    int32_t l = (int32_t)(t + u);
+    int32_t on_grid = -(int32_t)(fabs(t - (double)r) <= snap);
+    l ^= (l ^ r) & on_grid;
+    l = l < s ? l : s;
+    int32_t neg = -(int32_t)(v[i] < 0);
+    code[i] = (uint8_t)(s + ((l ^ neg) - neg));
+  }
 }
 
-/* Packs m codes of `bits` bits (bits 2, 4 or 8) into the bytes at out, from the low bit up: m
- * codes start on a byte boundary (buckets hold 1024 values). Whole bytes are written. */
-static void pack_codes(const uint8_t* code, size_t m, int bits, unsigned char* out) {
-  int per = 8 / bits;
-  for (size_t i = 0, b = 0; i < m; i += (size_t)per, b++) {
-    unsigned v = 0;
-    for (int j = 0; j < per && i + (size_t)j < m; j++)
-      v |= (unsigned)code[i + (size_t)j] << (j * bits);
-    out[b] = (unsigned char)v;
+/* Packs the m codes at code (its room padded to a multiple of 4 entries, which this zeroes) of
+ * `bits` bits into the bytes at out, from the low bit up: m codes start on a byte boundary
+ * (buckets hold 1024 values). Whole bytes are written. */
+static void pack_codes(uint8_t* code, size_t m, int bits, unsigned char* out) {
+  size_t nb = (m * (size_t)bits + 7) / 8;
+  memset(code + m, 0, (4 - m % 4) % 4);
+  if (bits == 8) {
+    memcpy(out, code, nb);
+  } else if (bits == 4) {
+    for (size_t b = 0; b < nb; b++) out[b] = (unsigned char)(code[2 * b] | code[2 * b + 1] << 4);
+  } else {
+    for (size_t b = 0; b < nb; b++)
+      out[b] = (unsigned char)(code[4 * b] | code[4 * b + 1] << 2 | code[4 * b + 2] << 4 |
+                               code[4 * b + 3] << 6);
   }
 }
 
@@ -141,19 +162,17 @@ hvds_result_t hvds__quant_encode(const void* src, size_t n, hvds_dtype_t dtype, 
   unsigned char* codes = (unsigned char*)dst + nb * sizeof(float);
   memset(dst, 0, hvds__quant_bytes(n, bits));
   double v[HVDS_QUANT_BUCKET];
-  uint8_t code[HVDS_QUANT_BUCKET];
+  uint8_t code[HVDS_QUANT_BUCKET + 4];
   for (size_t b = 0; b < nb; b++) {
     size_t first = b * HVDS_QUANT_BUCKET;
     size_t m = n - first < HVDS_QUANT_BUCKET ? n - first : HVDS_QUANT_BUCKET;
     load(src, dtype, first, m, v);
     float scale = bucket_scale(v, m);
     memcpy((char*)dst + b * sizeof(float), &scale, sizeof scale);
-    double inv = scale > 0 ? (double)s / scale : 0;  // NaN scale: 0 too (NaN > 0 is false)
-    for (size_t i = 0; i < m; i++) {
-      // Zero, a zero bucket and a NaN bucket all store level 0 (code s).
-      uint32_t l = scale > 0 ? level(fabs(v[i]), s, inv, seed, first + i) : 0;
-      code[i] = (uint8_t)(v[i] < 0 ? (uint32_t)s - l : (uint32_t)s + l);
-    }
+    if (scale > 0)
+      bucket_codes(v, m, s, (double)s / scale, seed, first, code);
+    else  // a zero or NaN bucket: every value level 0 (code s)
+      memset(code, s, m);
     pack_codes(code, m, bits, codes + first * (size_t)bits / 8);
   }
   return HVDS_SUCCESS;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "half_shared.h"
+#include "kernel_clones.h"
 
 typedef void (*reduce_fn)(void* restrict dst, const void* restrict src, size_t n);
 
@@ -60,18 +61,9 @@ uint16_t hvds__float_to_bf16(float f) { return hvds_hd_float_to_bf16(f); }
  * loop 6-7.5 GB/s, blocked 12-15 GB/s; double 11-13 vs 19-21 GB/s. No pragmas needed.
  * EXPR reads d[i] and s[i]; i is the element index. */
 #define BLOCK 16
-/* On x86-64 each kernel is built twice, for AVX2 and for the baseline, and the loader picks the
- * one the processor runs (the results are the same bits: element-wise operations only). Not
- * under the sanitizers: their instrumented resolvers run before the sanitizer's runtime is up
- * and crash at load (ThreadSanitizer). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define KERNEL_CLONES
-#endif
+/* Each kernel is built for AVX2 and for the baseline (kernel_clones.h). */
 #define DEF_KERNEL(name, T, EXPR)                                              \
-  KERNEL_CLONES                                                                \
+  HVDS_CLONES_AVX2                                                             \
   static void name(void* restrict dst_, const void* restrict src_, size_t n) { \
     T* restrict d = (T*)dst_;                                                  \
     const T* restrict s = (const T*)src_;                                      \
