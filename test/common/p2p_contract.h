@@ -2,8 +2,8 @@
 // matching by peer and tag in posting order, receives posted before or after their sends, sizes
 // from zero to tens of MiB, bad arguments, the doorbell, and every collective of
 // ops/collectives.h on top; and, for the transports that buffer messages themselves
-// (P2pOwnEngine), sends that complete before their receives, size mismatches as clean errors
-// and the failed peer named. A transport's test binary includes this header in one file and
+// (P2pOwnEngine), sends that complete before their receives, size mismatches as clean errors,
+// the failed peer named and a last message delivered though its sender closed. A transport's test binary includes this header in one file and
 // instantiates the suites with its create function(s):
 //
 //   INSTANTIATE_TEST_SUITE_P(Tcp, P2pContract, ::testing::Values(hvds__tcp_p2p_create));
@@ -43,6 +43,7 @@ namespace hvds_test {
 struct FailureTexts {
   const char* timed_out;  // in a peer's error after rank 0 timed out waiting for it
   const char* aborted;    // in a peer's error after rank 0 aborted
+  const char* closed;     // in a peer's error after rank 0 destroyed its communicator
   double notice_ms;       // a peer's pending wait fails within this
 };
 const FailureTexts& TransportFailures(CreateFn create);
@@ -463,6 +464,35 @@ TEST_P(P2pOwnEngine, UnexpectedMessages) {
       }
     }
   });
+}
+
+// A peer that sends its last message and destroys its communicator at once: the message is
+// still delivered (its tail may still be in flight when the peer is gone), and once the peer is
+// gone a receive of anything more fails promptly, saying the peer closed.
+TEST_P(P2pOwnEngine, MessageBeforeCloseIsDelivered) {
+  const FailureTexts& f = Failures();
+  SpawnRanks(
+      2, GetParam(),
+      [&f](int rank, hvds_p2p_t* p, Barrier& gate) {
+        std::vector<uint8_t> out = Pattern(100000, 0, 1, 6), in(100000, 0);
+        gate.Wait();  // both connected before rank 0 leaves
+        if (rank == 0) {
+          ASSERT_EQ(Wait(p, Isend(p, 1, out.data(), out.size(), 1)), HVDS_SUCCESS);
+          p->ops->destroy(p);
+          gate.Wait();
+          return;
+        }
+        ASSERT_EQ(Wait(p, Irecv(p, 0, in.data(), in.size(), 1)), HVDS_SUCCESS) << p->error;
+        EXPECT_TRUE(Matches(in, 0, 1, 6));
+        gate.Wait();  // rank 0 is gone
+        int x;
+        auto t0 = Clock::now();
+        EXPECT_EQ(Wait(p, Irecv(p, 0, &x, 4, 2)), HVDS_REMOTE_ERROR);  // nothing more comes
+        EXPECT_LT(MsSince(t0), f.notice_ms);
+        EXPECT_NE(strstr(p->error, f.closed), nullptr) << p->error;
+        p->ops->destroy(p);
+      },
+      30000, /*destroy=*/false);
 }
 
 // A receive whose size differs from the message fails, naming the peer, tag and both sizes.

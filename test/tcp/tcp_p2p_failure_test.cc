@@ -76,29 +76,6 @@ TEST(TcpP2p, DestroyWakesPeers) {
       30000, /*destroy=*/false);
 }
 
-// A peer that sent its last message and left: the message is still delivered.
-TEST(TcpP2p, MessageBeforeCloseIsDelivered) {
-  RunRanks(
-      2,
-      [&](int rank, hvds_p2p_t* p, Gate& gate) {
-        std::vector<uint8_t> out = Pattern(100000, 0, 1, 6), in(100000, 0);
-        if (rank == 0) {
-          ASSERT_EQ(Wait(p, Isend(p, 1, out.data(), out.size(), 1)), HVDS_SUCCESS);
-          p->ops->destroy(p);
-          gate.Wait();
-        } else {
-          gate.Wait();
-          sleep_ms(50);
-          ASSERT_EQ(Wait(p, Irecv(p, 0, in.data(), in.size(), 1)), HVDS_SUCCESS) << p->error;
-          EXPECT_TRUE(Matches(in, 0, 1, 6));
-          int x;
-          EXPECT_EQ(Wait(p, Irecv(p, 0, &x, 4, 2)), HVDS_REMOTE_ERROR);  // nothing more comes
-          p->ops->destroy(p);
-        }
-      },
-      30000, /*destroy=*/false);
-}
-
 // A rank whose peer never shows up fails with HVDS_TIMEOUT and a message.
 TEST(TcpP2p, CreateTimesOut) {
   hvds_test::MemKv store;
