@@ -3,8 +3,8 @@
 // from zero to tens of MiB, bad arguments, the doorbell, and every collective of
 // ops/collectives.h on top; and, for the transports that buffer messages themselves
 // (P2pOwnEngine), sends that complete before their receives, size mismatches as clean errors,
-// the failed peer named and a last message delivered though its sender closed. A transport's test binary includes this header in one file and
-// instantiates the suites with its create function(s):
+// the failed peer named and a last message delivered though its sender closed. A transport's test
+// binary includes this header in one file and instantiates the suites with its create function(s):
 //
 //   INSTANTIATE_TEST_SUITE_P(Tcp, P2pContract, ::testing::Values(hvds__tcp_p2p_create));
 //   INSTANTIATE_TEST_SUITE_P(Tcp, P2pOwnEngine, ::testing::Values(hvds__tcp_p2p_create));

@@ -22,7 +22,8 @@
 namespace hvds_test {
 // What this transport's failures say (p2p_contract.h).
 const FailureTexts& TransportFailures(CreateFn) {
-  static const FailureTexts kGloo = {"rank 0 (127.0.0.1:", "connection closed", "connection closed", 5000.0};
+  static const FailureTexts kGloo = {"rank 0 (127.0.0.1:", "connection closed", "connection closed",
+                                     5000.0};
   return kGloo;
 }
 }  // namespace hvds_test

@@ -19,7 +19,8 @@
 namespace hvds_test {
 // What this transport's failures say (p2p_contract.h).
 const FailureTexts& TransportFailures(CreateFn) {
-  static const FailureTexts kTcp = {"rank 0 (127.0.0.1:", "connection closed", "the peer closed it", 1000.0};
+  static const FailureTexts kTcp = {"rank 0 (127.0.0.1:", "connection closed", "the peer closed it",
+                                    1000.0};
   return kTcp;
 }
 }  // namespace hvds_test
