@@ -22,6 +22,7 @@
 extern "C" {
 #include "launch_env.h"
 }
+#include "../common/loopback.h"
 
 namespace launch_test {
 namespace {
@@ -308,18 +309,7 @@ JobResult RunLauncher(const std::vector<std::string>& argv, const std::vector<st
   return Finish(procs, timeout_s, true);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (bind(fd, (sockaddr*)&a, sizeof(a)) == 0 && getsockname(fd, (sockaddr*)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
+int FreePort() { return hvds_test::FreeLoopbackPort(); }
 
 bool PortFree(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

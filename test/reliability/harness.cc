@@ -17,6 +17,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/loopback.h"
+
 namespace rel {
 
 double WallNow() {
@@ -166,19 +168,7 @@ std::map<int, pid_t> WorkerPids(const std::vector<Line>& lines) {
   return pids;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, (struct sockaddr*)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr*)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
+int FreePort() { return hvds_test::FreeLoopbackPort(); }
 
 std::string TempDir(const std::string& tag) {
   std::string t = "/tmp/hvds_rel_" + tag + "_XXXXXX";

@@ -1,8 +1,8 @@
 // A timeline on a full disk, C API misuse at several sizes, and the security promises that a job
 // can show from outside: secrets stay out of logs and the timeline, a wrong secret is refused and
 // logged without being echoed, the launcher's store listens on loopback only for a local job.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../common/loopback.h"
 #include "harness.h"
 
 namespace {
@@ -159,15 +160,8 @@ std::string Hello(const std::string& secret) {
 // Sends bytes to 127.0.0.1:port; returns the type of the first reply frame, 0 when the server
 // closed the connection without one, -1 when it could not connect.
 int Probe(int port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
+  int fd = hvds_test::DialLoopback(port);
+  if (fd < 0) return -1;
   (void)!write(fd, bytes.data(), bytes.size());
   unsigned char reply[5];
   ssize_t got = recv(fd, reply, sizeof(reply), MSG_WAITALL);

@@ -2,9 +2,9 @@
 // keys, the size of a frame, the replies a connection may leave unread, and running out of
 // descriptors. Each is hit on purpose; the server must refuse or shed the offender and go on
 // serving everyone else.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "../common/loopback.h"
 #include "store.h"
 #include "store_proto.h"
 #include "store_table.h"
@@ -41,18 +42,7 @@ std::string Frame(const hvds_store_msg_t& m) {
   return s;
 }
 
-int Dial(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr*)&a, sizeof(a)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Dial(int port) { return hvds_test::DialLoopback(port); }
 
 // A raw connection that has said HELLO with the right secret.
 int AuthedRaw(int port) {
