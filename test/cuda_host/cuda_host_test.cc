@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/random_elems.h"
 #include "elem_ops.h"
 #include "reduce.h"
 #include "zen_hash.h"
@@ -21,18 +22,7 @@ namespace {
 
 // ---- Reduce, scale, non-zero ----
 
-// Random elements of dtype t: every bit pattern for integers and floats (NaN, Inf, subnormals
-// included), 0/1 for bool, and some zeros.
-std::vector<uint8_t> random_elems(hvds_dtype_t t, size_t n, std::mt19937& rng) {
-  size_t esz = hvds__dtype_bytes(t);
-  std::vector<uint8_t> v(n * esz);
-  for (auto& b : v) b = (uint8_t)rng();
-  for (size_t i = 0; i < n; i++) {
-    if (t == HVDS_BOOL) v[i] &= 1;
-    if (rng() % 8 == 0) memset(&v[i * esz], 0, esz);
-  }
-  return v;
-}
+using hvds_test::random_elems;
 
 // Bitwise equal, except that any NaN equals any NaN: which NaN payload survives an arithmetic
 // operation depends on the compiler's operand order (and GPUs return a canonical NaN).

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/random_elems.h"
 #include "reduce.h"
 
 #define CUDA_OK(call)                                                                        \
@@ -65,18 +66,7 @@ class DeviceBuf {
   size_t bytes_;
 };
 
-// n random elements of dtype t: every bit pattern for numbers (NaN, Inf, subnormals), 0/1 for
-// bool, and about one zero in eight.
-inline std::vector<uint8_t> random_elems(hvds_dtype_t t, size_t n, std::mt19937& rng) {
-  size_t esz = hvds__dtype_bytes(t);
-  std::vector<uint8_t> v(n * esz);
-  for (auto& b : v) b = (uint8_t)rng();
-  for (size_t i = 0; i < n; i++) {
-    if (t == HVDS_BOOL) v[i] &= 1;
-    if (rng() % 8 == 0) memset(&v[i * esz], 0, esz);
-  }
-  return v;
-}
+using hvds_test::random_elems;
 
 inline double elem_as_double(hvds_dtype_t t, const uint8_t* p) {
   switch (t) {

@@ -9,8 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hvdsparse.h"
 #include "../common/worker_check.h"
+#include "../common/worker_tensors.h"
+#include "hvdsparse.h"
 #include "worker_lane.h"
 #include "worker_wake.h"
 
@@ -20,11 +21,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static hvds_tensor_t tensor1(void* data, hvds_dtype_t dt, int64_t n) {
-  hvds_tensor_t t = {data, dt, -1, 1, {n}};
-  return t;
 }
 
 static void wait_ok(hvds_handle_t h, const char* what) {

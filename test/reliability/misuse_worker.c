@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/worker_tensors.h"
 #include "hvdsparse.h"
 
 static int rank_ = -1, size_ = 1, failures_;
@@ -32,17 +33,6 @@ static void expect_error(hvds_result_t rc, hvds_result_t want, const char* what)
   snprintf(detail, sizeof(detail), "got %s (%s)", hvds_result_str(rc), msg ? msg : "(null)");
   int ok = rc != HVDS_SUCCESS && (want == HVDS_SUCCESS || rc == want) && msg && msg[0];
   report(ok, what, detail);
-}
-
-static hvds_tensor_t tensor1(void* data, hvds_dtype_t dt, int64_t n) {
-  hvds_tensor_t t = {data, dt, -1, 1, {n}};
-  return t;
-}
-
-static hvds_op_options_t named(const char* name) {
-  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
-  o.name = name;
-  return o;
 }
 
 /* Runs an allreduce that must succeed; returns its status for the caller's checks. */
@@ -176,7 +166,6 @@ static void handle_edges(void) {
   hvds_release(h);
   report(hvds_poll(h) == -1, "released handle is gone", "still known");
 }
-
 
 /* An operation that must fail: refused at enqueue (rc), or failed at wait with a message. */
 static void expect_op_error(hvds_result_t rc, const hvds_handle_t* hp, const char* what) {

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/worker_tensors.h"
 #include "hvdsparse.h"
 
 static int rank_ = -1, size_ = 0;
@@ -98,17 +99,6 @@ static int32_t ag_in[MAX_NP * AG_COLS];
 static double bc_buf[BC_N];
 static int32_t a2a_in[3 * MAX_NP * 2];
 static float* rs_in;
-
-static hvds_tensor_t tensor1(void* data, hvds_dtype_t dt, int64_t n) {
-  hvds_tensor_t t = {data, dt, -1, 1, {n}};
-  return t;
-}
-
-static hvds_op_options_t named(const char* name) {
-  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
-  o.name = name;
-  return o;
-}
 
 /* Rank r's allreduce element i; the sum over ranks is n(n+1)/2 + n * (i % 5 + s % 3). */
 static float ar_value(int r, long i, long s) { return (float)(r + 1 + i % 5 + s % 3); }
