@@ -110,14 +110,14 @@ static float bucket_scale(const double* v, size_t m) {
  * branches, and the draw's 53-bit integer turned into a double exactly through its bits, so the
  * compiler vectorizes the loop (truncation is floor here: t >= 0). */
 HVDS_CLONES_AVX2
-static void bucket_codes(const double* restrict v, size_t m, int s, double inv,
-                                uint64_t seed, uint64_t first, uint8_t* restrict code) {
+static void bucket_codes(const double* restrict v, size_t m, int s, double inv, uint64_t seed,
+                         uint64_t first, uint8_t* restrict code) {
   double snap = s * SNAP;
   uint64_t z0 = seed + (first + 1) * HVDS_SPLITMIX_GOLDEN;
   for (size_t i = 0; i < m; i++) {
     double t = fabs(v[i]) * inv;
     int32_t r = (int32_t)(t + 0.5);
-    uint64_t x = hvds__mix64(z0 + i * HVDS_SPLITMIX_GOLDEN) >> 11;  // < 2^53
+    uint64_t x = hvds__mix64(z0 + i * HVDS_SPLITMIX_GOLDEN) >> 11;    // < 2^53
     uint64_t low = (x & 0xfffffffffffffULL) | 0x4330000000000000ULL;  // 2^52 + low 52 bits
     double low_d;
     memcpy(&low_d, &low, sizeof low_d);
