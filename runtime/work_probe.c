@@ -23,7 +23,9 @@
 #define PROBE_KEY_BITS 24
 #define SORT_RUNS 10                        /* about 1 ms each at 2.5 ns per step */
 #define HASH_RUNS 12                        /* about 0.5 ms each */
-#define QUANT_RUNS 4                        /* about 0.5 ms each to encode, less to decode */
+/* About 0.15 ms each to encode, less to decode: 2-3 ms in all, so that one preemption does not
+ * decide the figure. */
+#define QUANT_RUNS 16
 #define TAG_WORK_PROBE ((1ull << 39) + 24)  // after the network probe's tags (net_probe.c)
 
 static uint64_t next_random(uint64_t* s) {  // xorshift64

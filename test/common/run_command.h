@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "child_exec.h"
+
 struct RunResult {
   int status = -1;     // exit code, 128 + signal, or -1 if killed by the deadline
   std::string output;  // stdout and stderr interleaved
@@ -36,15 +38,8 @@ inline RunResult RunCommand(const std::vector<std::string>& argv,
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
     close(fds[0]);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    hvds_test::ExecInChild(argv, env, fds[1]);
   }
   setpgid(pid, pid);  // both sides set it, so the group exists before either relies on it
   close(fds[1]);

@@ -22,6 +22,7 @@
 extern "C" {
 #include "launch_env.h"
 }
+#include "../common/child_exec.h"
 #include "../common/loopback.h"
 
 namespace launch_test {
@@ -82,15 +83,8 @@ Proc Start(const std::vector<std::string>& argv, const std::vector<std::string>&
   if (pipe2(fds, O_CLOEXEC) != 0) return p;
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
     for (const char* v : kEngineVars) unsetenv(v);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    hvds_test::ExecInChild(argv, env, fds[1]);
   }
   close(fds[1]);
   p.pid = pid;

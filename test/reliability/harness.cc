@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/child_exec.h"
 #include "../common/loopback.h"
 
 namespace rel {
@@ -33,14 +34,7 @@ Proc::Proc(const std::vector<std::string>& argv, const std::vector<std::string>&
   pid_ = fork();
   if (pid_ == 0) {
     setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    for (const auto& e : env) putenv(strdup(e.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
+    hvds_test::ExecInChild(argv, env, fds[1], /*search_path=*/true);
   }
   if (pid_ > 0) setpgid(pid_, pid_);
   close(fds[1]);
