@@ -5,14 +5,17 @@
  * Cost: the dense allreduce on N * row values whatever the density, plus O(N) local work. An
  * unsorted input is added in as it comes (c->unordered), without the sort the others need.
  * Preconditions: none beyond the layout; the only algorithm that supports Min, Max and Product
- * (absent entries count as zeros of the dense tensor). The result is always dense.
+ * (absent entries count as zeros of the dense tensor). The result is always dense; with a dense
+ * output from the caller it is built there (no buffer of its own, no copy after).
  */
 #include "sparse_internal.h"
 
 hvds_result_t hvds__sparse_run_dense(hvds_sparse_ctx_t* c, hvds_sstream_t* in,
                                      hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &c->lay;
-  if (hvds__sstream_alloc(lay, 0, lay->dim, lay->dim, lay->dim > 0, out) != HVDS_SUCCESS)
+  if (c->dense_target != NULL && lay->dim > 0)
+    *out = (hvds_sstream_t){0, lay->dim, lay->dim, 1, c->dense_target, NULL};
+  else if (hvds__sstream_alloc(lay, 0, lay->dim, lay->dim, lay->dim > 0, out) != HVDS_SUCCESS)
     return hvds__sparse_nomem(c, "sparse dense allreduce");
   if (lay->dim == 0) return HVDS_SUCCESS;
   if (c->unordered != NULL)

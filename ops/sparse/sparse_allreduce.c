@@ -7,6 +7,7 @@
  * entry counts (and rank 0's overlap estimate) everywhere, so every rank runs the same algorithm
  * or fails the same way.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,17 +207,32 @@ static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t*
   return a;
 }
 
+/* The caller's dense output, when an algorithm may build a dense result in it: it overlaps
+ * neither the input's indices nor its values. */
+static void* dense_target(const hvds_sparse_layout_t* lay, const void* indices, const void* values,
+                          size_t nnz, void* dense_out) {
+  if (dense_out == NULL) return NULL;
+  uintptr_t d = (uintptr_t)dense_out, d_end = d + lay->dim * hvds__sparse_row_bytes(lay);
+  uintptr_t in[2] = {(uintptr_t)indices, (uintptr_t)values};
+  size_t in_bytes[2] = {nnz * hvds__sparse_idx_bytes(lay), nnz * hvds__sparse_row_bytes(lay)};
+  for (int k = 0; k < 2; k++)
+    if (in[k] != 0 && in_bytes[k] > 0 && in[k] < d_end && d < in[k] + in_bytes[k]) return NULL;
+  return dense_out;
+}
+
 /* Average, then the result in the form the caller asked for. Consumes out. */
 static hvds_result_t finish(hvds_sparse_ctx_t* c, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &c->lay;
   hvds_sparse_result_t* res = c->res;
-  if (hvds__sstream_own(lay, out) != HVDS_SUCCESS) return hvds__sparse_nomem(c, "sparse allreduce");
+  int in_place = out->base != NULL && out->base == res->dense_out;  // built in the output
+  if (!in_place && hvds__sstream_own(lay, out) != HVDS_SUCCESS)
+    return hvds__sparse_nomem(c, "sparse allreduce");
   // Before Average (integers may truncate to 0) and before quantization (values may round to 0).
   res->union_nnz = c->union_rows >= 0 ? (size_t)c->union_rows : hvds__sstream_nonzero(lay, out);
   if (c->op == HVDS_AVERAGE && c->p->size > 1 && out->n > 0)
     hvds__scale(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, 1.0 / c->p->size);
   if (res->dense_out != NULL) {
-    if (lay->dim > 0) hvds__sstream_to_dense(lay, out, res->dense_out);
+    if (lay->dim > 0 && !in_place) hvds__sstream_to_dense(lay, out, res->dense_out);
     hvds__sstream_free(out);
     return HVDS_SUCCESS;
   }
@@ -246,7 +262,8 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
                          .zen_seed = o->zen_seed != 0 ? o->zen_seed : DEFAULT_ZEN_SEED,
                          .res = res,
                          .quant_bits = quant_width(p, lay, o),
-                         .union_rows = -1};
+                         .union_rows = -1,
+                         .dense_target = dense_target(lay, indices, values, nnz, res->dense_out)};
   hvds_sparse_input_t in;
   hvds_sstream_t out = {0, lay->dim, 0, 0, NULL, NULL};
   // Judged in the preamble. Its ordering may wait for the choice: the dense baseline needs none.

@@ -35,10 +35,13 @@ typedef struct {
                                 quantized gather; -1: counted from the result */
   hvds_sparse_input_t* unordered; /* the dense baseline's input when its ordering was deferred
                                      (the stream passed is then empty), else NULL */
+  void* dense_target; /* the caller's dense output when a dense result may be built in it (it
+                         overlaps no input), else NULL */
 } hvds_sparse_ctx_t;
 
 /* An algorithm: in is this rank's stream over [0, dim) (sorted, dense by the byte rule); out is
- * the sum over all ranks, over [0, dim), owned, identical on every rank. The algorithm may take
+ * the sum over all ranks, over [0, dim), owned (or a dense view of c->dense_target), identical on
+ * every rank. The algorithm may take
  * in's memory (leaving in empty); the caller frees whatever in still holds. On failure p->error
  * is set and out is empty. */
 typedef hvds_result_t (*hvds_sparse_run_fn)(hvds_sparse_ctx_t* c, hvds_sstream_t* in,

@@ -236,6 +236,52 @@ TEST(SparseZen, KeyFromRankZero) {
   }
 }
 
+// The dense baseline builds its result in the caller's dense output; an input that lies inside
+// that output (values or indices; sorted, or unsorted and dense enough that its ordering is
+// deferred and the entries are scattered straight from the caller's arrays) must still be read
+// before it is overwritten.
+TEST(SparseAllreduceDenseOut, InputInsideTheOutput) {
+  const int kEntries = 20;  // one per 5 indices: deferred when unsorted
+  for (hvds_sparse_algo_t algo : {HVDS_SPARSE_DENSE, HVDS_SPARSE_AUTO, HVDS_SPARSE_SSAR_RD}) {
+    for (int where = 0; where < 3; where++) {  // 0: apart, 1: values inside, 2: indices inside
+      for (bool sorted : {true, false}) {
+        inproc_spawn(3, [&](hvds_p2p_t* p) {
+          hvds_sparse_layout_t lay = {100, 1, HVDS_FLOAT32, HVDS_INT32};
+          std::vector<int32_t> idx_apart(kEntries);
+          std::vector<float> val_apart(kEntries);
+          for (int i = 0; i < kEntries; i++) {  // rank r sends index 5i + r with value i + 1
+            int e = sorted ? i : kEntries - 1 - i;
+            idx_apart[e] = 5 * i + p->rank;
+            val_apart[e] = static_cast<float>(i + 1);
+          }
+          std::vector<float> dense(100, -1.0f);
+          int32_t* idx = idx_apart.data();
+          float* val = val_apart.data();
+          if (where == 1)
+            val = std::copy(val_apart.begin(), val_apart.end(), &dense[10]) - kEntries;
+          if (where == 2) {
+            idx = reinterpret_cast<int32_t*>(&dense[40]);
+            std::copy(idx_apart.begin(), idx_apart.end(), idx);
+          }
+          hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
+          o.algorithm = algo;
+          hvds_sparse_result_t res{};
+          res.dense_out = dense.data();
+          ASSERT_EQ(hvds__sparse_allreduce(p, &lay, idx, val, kEntries, HVDS_SUM, &o, &res),
+                    HVDS_SUCCESS)
+              << p->error;
+          for (int j = 0; j < 100; j++) {
+            float want = j % 5 < 3 ? static_cast<float>(j / 5 + 1) : 0.0f;
+            ASSERT_EQ(dense[j], want)
+                << "index " << j << ", algorithm " << hvds__sparse_algo_name(algo) << ", case "
+                << where << (sorted ? " sorted" : " unsorted");
+          }
+        });
+      }
+    }
+  }
+}
+
 // Every rank passes a different overlap estimate: rank 0's reaches every rank's selector, so the
 // pick is the same everywhere and is the model's for that overlap; the union size is reported.
 TEST(SparseAllreduceOverlap, RankZerosEstimateEverywhere) {
