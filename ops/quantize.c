@@ -160,7 +160,8 @@ hvds_result_t hvds__quant_encode(const void* src, size_t n, hvds_dtype_t dtype, 
   if (n == 0) return HVDS_SUCCESS;
   size_t nb = buckets(n);
   unsigned char* codes = (unsigned char*)dst + nb * sizeof(float);
-  memset(dst, 0, hvds__quant_bytes(n, bits));
+  size_t written = nb * sizeof(float) + code_bytes(n, bits);  // the padding after is zeroed
+  memset((char*)dst + written, 0, hvds__quant_bytes(n, bits) - written);
   double v[HVDS_QUANT_BUCKET];
   uint8_t code[HVDS_QUANT_BUCKET + 4];
   for (size_t b = 0; b < nb; b++) {
