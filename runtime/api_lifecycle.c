@@ -22,6 +22,7 @@
 #include "store/store.h"
 #include "tcp/tcp_p2p.h"
 #include "tcp_polling.h"
+#include "thread_priority.h"
 #include "timeline.h"
 
 hvds_runtime_t hvds__rt = {
@@ -105,6 +106,17 @@ static void set_transport_polling(void) {
   hvds__tcp_p2p_set_poll_us(rt.world, us); /* the local and cross views share it */
 }
 
+/* How the coordinator thread is scheduled (thread_priority.h); a value not understood is
+ * reported and treated as normal. */
+static int coordinator_priority(void) {
+  const char* text = hvds__param_str(HVDS_PARAM_COORDINATOR_PRIORITY);
+  int mode = hvds__priority_mode_parse(text);
+  if (mode >= 0) return mode;
+  HVDS_WARN("HVDSPARSE_COORDINATOR_PRIORITY=%s is not normal, auto or realtime; using normal",
+            text);
+  return HVDS_PRIORITY_NORMAL;
+}
+
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
   if (hvds__forked_copy()) return HVDS_SUCCESS;  // initialized, as a copy: queries answer
   pthread_mutex_lock(&rt.life_mu);
@@ -120,6 +132,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.generation++;
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
+  rt.coord_priority = coordinator_priority();
   rt.caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
   rt.sparse_learn_costs = hvds__param_int(HVDS_PARAM_SPARSE_LEARN_COSTS) != 0;
   rt.cycle_owned = 0;

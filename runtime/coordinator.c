@@ -18,6 +18,7 @@
 #include "p2p.h"
 #include "param.h"
 #include "store/store.h"
+#include "thread_priority.h"
 #include "timeline.h"
 
 #define rt hvds__rt
@@ -238,8 +239,21 @@ static void learn_peer_stop_reason(void) {
   free(val);
 }
 
+/* The coordinator's bursts are on every rank's critical path (thread_priority.h). */
+static void raise_priority(void) {
+  char got[64], why[160];
+  int rc = hvds__priority_raise_self((hvds_priority_mode_t)rt.coord_priority, got, sizeof got, why,
+                                     sizeof why);
+  if (rc != 0 && rt.coord_priority == HVDS_PRIORITY_REALTIME)
+    HVDS_WARN("coordinator thread of rank %d runs at %s: %s", rt.rank, got, why);
+  else
+    HVDS_DEBUG("coordinator thread of rank %d runs at %s%s%s", rt.rank, got, why[0] ? ": " : "",
+               why);
+}
+
 void* hvds__coord_main(void* arg) {
   (void)arg;
+  raise_priority();
   long cycles = 0;
   double began = hvds__now();
   int result = coord_loop(&cycles);

@@ -33,6 +33,7 @@
 
 #include "evbuf.h"
 #include "log.h"
+#include "thread_priority.h"
 
 #define TERMINATOR "\n]\n"
 #define TERMINATOR_LEN 3
@@ -465,6 +466,7 @@ static struct timespec deadline_after(int64_t ns) {
 /* Writer thread: flushes every FLUSH_INTERVAL_NS, when kicked, and once more on stop. */
 static void* writer_main(void* arg) {
   hvds_timeline_t* tl = arg;
+  hvds__priority_drop_self(); /* file writes are not latency-critical: no inherited priority */
   evbuf_t out = {0};
   pthread_mutex_lock(&tl->mu);
   for (;;) {

@@ -1,9 +1,16 @@
 // The enqueue side and the handle table, through the public API of a one-rank runtime (no
 // launcher needed): ordering, duplicates, release of pending handles, outputs, shutdown.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hvdsparse.h"
@@ -151,3 +158,51 @@ TEST(QueueLifecycle, UseBeforeInitAndAfterShutdown) {
 }
 
 }  // namespace
+
+namespace {
+
+// Threads of this process whose scheduling policy is real-time round-robin (field 41 of
+// /proc/self/task/<tid>/stat; the command name before it may hold spaces, so count from ')').
+int RoundRobinThreads() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 41 && rest >> field; i++) {
+      if (i == 41 && field == std::to_string(SCHED_RR)) n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+bool RealtimeAllowed() {
+  bool ok = false;
+  std::thread t([&] {
+    struct sched_param sp = {1};
+    ok = sched_setscheduler(0, SCHED_RR, &sp) == 0;
+  });
+  t.join();
+  return ok;
+}
+
+}  // namespace
+
+// HVDSPARSE_COORDINATOR_PRIORITY=auto gives the coordinator thread, and only it, real-time
+// round-robin where the process may; the default leaves every thread as it was.
+TEST(QueueLifecycle, CoordinatorPriority) {
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(RoundRobinThreads(), 0);
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  setenv("HVDSPARSE_COORDINATOR_PRIORITY", "auto", 1);
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  EXPECT_EQ(RoundRobinThreads(), RealtimeAllowed() ? 1 : 0);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+}
