@@ -15,6 +15,8 @@
 
 #include "hvdsparse.h"
 
+#include "../common/realtime_allowed.h"
+
 namespace {
 
 hvds_tensor_t Floats(std::vector<float>& v) {
@@ -179,16 +181,6 @@ int RoundRobinThreads() {
   }
   closedir(d);
   return n;
-}
-
-bool RealtimeAllowed() {
-  bool ok = false;
-  std::thread t([&] {
-    struct sched_param sp = {1};
-    ok = sched_setscheduler(0, SCHED_RR, &sp) == 0;
-  });
-  t.join();
-  return ok;
 }
 
 }  // namespace

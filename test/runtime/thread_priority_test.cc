@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "../common/realtime_allowed.h"
+
 namespace {
 
 struct Outcome {
@@ -38,17 +40,6 @@ Outcome RaiseInThread(hvds_priority_mode_t mode) {
   });
   t.join();
   return o;
-}
-
-// Whether this process may use real-time scheduling at all, asked of a scratch thread.
-bool RealtimeAllowed() {
-  bool ok = false;
-  std::thread t([&] {
-    struct sched_param sp = {1};
-    ok = sched_setscheduler(0, SCHED_RR, &sp) == 0;
-  });
-  t.join();
-  return ok;
 }
 
 // Runs body in a child process whose privileges were taken away (another user, no real-time
