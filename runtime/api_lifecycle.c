@@ -111,6 +111,14 @@ static void set_transport_polling(void) {
 static int coordinator_priority(void) {
   const char* text = hvds__param_str(HVDS_PARAM_COORDINATOR_PRIORITY);
   int mode = hvds__priority_mode_parse(text);
+  const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
+  if (mode > 0 && transport && strcmp(transport, "gloo") == 0) {
+    /* Gloo's own threads carry the data: a real-time waiter would keep the core from them. */
+    if (mode == HVDS_PRIORITY_REALTIME)
+      HVDS_WARN("HVDSPARSE_COORDINATOR_PRIORITY=realtime is not applied with the gloo transport, "
+                "whose own threads carry the data and would wait behind the coordinator");
+    return HVDS_PRIORITY_NORMAL;
+  }
   if (mode >= 0) return mode;
   HVDS_WARN("HVDSPARSE_COORDINATOR_PRIORITY=%s is not normal, auto or realtime; using normal",
             text);
@@ -133,6 +141,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
   rt.coord_priority = coordinator_priority();
+  __atomic_store_n(&rt.coord_level, 0, __ATOMIC_RELEASE); /* the coordinator sets what it got */
   rt.caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
   rt.sparse_learn_costs = hvds__param_int(HVDS_PARAM_SPARSE_LEARN_COSTS) != 0;
   rt.cycle_owned = 0;

@@ -244,6 +244,7 @@ static void raise_priority(void) {
   char got[64], why[160];
   int rc = hvds__priority_raise_self((hvds_priority_mode_t)rt.coord_priority, got, sizeof got, why,
                                      sizeof why);
+  __atomic_store_n(&rt.coord_level, hvds__priority_level(got), __ATOMIC_RELEASE);
   if (rc != 0 && rt.coord_priority == HVDS_PRIORITY_REALTIME)
     HVDS_WARN("coordinator thread of rank %d runs at %s: %s", rt.rank, got, why);
   else

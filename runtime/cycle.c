@@ -14,6 +14,7 @@
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
+#include "thread_priority.h"
 #include "timeline.h"
 
 #define rt hvds__rt
@@ -240,9 +241,12 @@ int hvds__cycle_run_as_caller(hvds_handle_t awaited) {
   double next;
   int result;
   if (!hvds__cycle_acquire(HVDS_CYCLE_CALLER, &next, &result)) return 0;
+  hvds_priority_saved_t saved; /* the coordinator's work at the coordinator's priority */
+  hvds__priority_lend(__atomic_load_n(&rt.coord_level, __ATOMIC_ACQUIRE), &saved);
   timeline_requests();
   if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
   int r = run_sets(awaited);
+  hvds__priority_restore(&saved);
   if (r == 2) { /* the rest is the coordinator's: due at once */
     pthread_mutex_lock(&rt.qmu);
     __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);

@@ -172,6 +172,7 @@ typedef struct hvds_runtime {
   double cycle_ms;               /* coord */
   double spin_us;                /* coord: polling before sleeping between cycles */
   int coord_priority;            /* hvds_priority_mode_t of the coordinator thread */
+  int coord_level;               /* atomic: its thread_priority.h level, lent to callers */
   int allreduce_algo;            /* init: hvds_algo_t forced by the knob, or 0 (auto) */
   long long rhd_max_bytes;       /* init: largest halving-doubling allreduce; < 0 the default */
   long long ring_chunk_bytes;    /* init: forced ring segment, or 0 */

@@ -58,3 +58,30 @@ void hvds__priority_drop_self(void) {
   (void)sched_setscheduler(0, SCHED_OTHER, &sp);
   (void)setpriority(PRIO_PROCESS, (id_t)own_tid(), 0);
 }
+
+int hvds__priority_level(const char* got) {
+  return strncmp(got, "real-time", 9) == 0 ? 2 : strncmp(got, "nice", 4) == 0 ? 1 : 0;
+}
+
+void hvds__priority_lend(int level, hvds_priority_saved_t* saved) {
+  saved->lent = 0;
+  int realtime = level == 2, nice = level == 1;
+  if (!realtime && !nice) return;
+  struct sched_param sp;
+  saved->policy = sched_getscheduler(0);
+  saved->rt_priority = sched_getparam(0, &sp) == 0 ? sp.sched_priority : 0;
+  errno = 0;
+  saved->nice = getpriority(PRIO_PROCESS, (id_t)own_tid());
+  if (saved->policy < 0 || (saved->nice == -1 && errno != 0)) return;
+  if (realtime && saved->policy == SCHED_OTHER)
+    saved->lent = hvds__priority_set_realtime() == 0;
+  else if (nice && saved->nice > NICE_FALLBACK)
+    saved->lent = setpriority(PRIO_PROCESS, (id_t)own_tid(), NICE_FALLBACK) == 0;
+}
+
+void hvds__priority_restore(const hvds_priority_saved_t* saved) {
+  if (!saved->lent) return;
+  struct sched_param sp = {.sched_priority = saved->rt_priority};
+  (void)sched_setscheduler(0, saved->policy, &sp);
+  (void)setpriority(PRIO_PROCESS, (id_t)own_tid(), saved->nice);
+}

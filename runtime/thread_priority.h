@@ -34,6 +34,25 @@ int hvds__priority_mode_parse(const char* text);
 int hvds__priority_raise_self(hvds_priority_mode_t mode, char* got, size_t got_len, char* why,
                               size_t why_len);
 
+/* What a thread runs at, to be put back after a loan (below). */
+typedef struct {
+  int lent; /* 0: nothing was changed */
+  int policy;
+  int rt_priority;
+  int nice;
+} hvds_priority_saved_t;
+
+/* What raise_self obtained, as a level: 0 normal, 1 nice, 2 real-time. */
+int hvds__priority_level(const char* got);
+
+/* Lends the calling thread the coordinator's level for as long as it does the coordinator's
+ * work (a waiting caller that runs the cycle): a real-time peer that polls or yields while it
+ * waits for this thread would otherwise keep the core from it. Does nothing at level 0. */
+void hvds__priority_lend(int level, hvds_priority_saved_t* saved);
+
+/* Puts back what lend() changed. */
+void hvds__priority_restore(const hvds_priority_saved_t* saved);
+
 /* Asks for real-time round-robin 1 for the calling thread; returns 0 or an errno. Replaceable
  * by tests, which cannot take the privilege away while keeping the one to lower nice. */
 extern int (*hvds__priority_set_realtime)(void);

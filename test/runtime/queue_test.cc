@@ -13,9 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "hvdsparse.h"
-
 #include "../common/realtime_allowed.h"
+#include "hvdsparse.h"
 
 namespace {
 

@@ -152,3 +152,57 @@ TEST(ThreadPriority, AutoFallsBackToNiceWhereRealtimeIsRefused) {
   }
   EXPECT_EQ(OwnNice(), 0);  // the calling thread of the test kept its nice value
 }
+
+TEST(ThreadPriority, LevelsOfWhatTheCoordinatorGot) {
+  EXPECT_EQ(hvds__priority_level("real-time round-robin 1"), 2);
+  EXPECT_EQ(hvds__priority_level("nice -10"), 1);
+  EXPECT_EQ(hvds__priority_level("normal"), 0);
+}
+
+// A caller that runs the coordinator's cycle borrows its level and gives it back after.
+TEST(ThreadPriority, LendAndRestore) {
+  struct Seen {
+    int lent = -1, policy = -1, nice = 99, policy_after = -1, nice_after = 99;
+  };
+  auto loan = [](int level) {
+    Seen s;
+    std::thread t([&] {
+      hvds_priority_saved_t saved;
+      hvds__priority_lend(level, &saved);
+      s.lent = saved.lent;
+      s.policy = sched_getscheduler(0);
+      s.nice = OwnNice();
+      hvds__priority_restore(&saved);
+      s.policy_after = sched_getscheduler(0);
+      s.nice_after = OwnNice();
+    });
+    t.join();
+    return s;
+  };
+  Seen none = loan(0);
+  EXPECT_EQ(none.lent, 0);
+  EXPECT_EQ(none.policy, SCHED_OTHER);
+  EXPECT_EQ(none.nice, 0);
+
+  Seen rt = loan(2);
+  EXPECT_EQ(rt.lent, RealtimeAllowed() ? 1 : 0);
+  EXPECT_EQ(rt.policy, RealtimeAllowed() ? SCHED_RR : SCHED_OTHER);
+  EXPECT_EQ(rt.policy_after, SCHED_OTHER);
+  EXPECT_EQ(rt.nice_after, 0);
+
+  struct rlimit lim;
+  ASSERT_EQ(getrlimit(RLIMIT_NICE, &lim), 0);
+  bool may_lower = geteuid() == 0 || lim.rlim_cur >= 30;
+  Seen nice = loan(1);
+  EXPECT_EQ(nice.lent, may_lower ? 1 : 0);
+  EXPECT_EQ(nice.nice, may_lower ? -10 : 0);
+  EXPECT_EQ(nice.policy, SCHED_OTHER);
+  EXPECT_EQ(nice.nice_after, 0);
+
+  int (*real)(void) = hvds__priority_set_realtime;
+  hvds__priority_set_realtime = [] { return EPERM; };
+  Seen refused = loan(2);
+  hvds__priority_set_realtime = real;
+  EXPECT_EQ(refused.lent, 0);
+  EXPECT_EQ(refused.policy, SCHED_OTHER);
+}
