@@ -187,12 +187,20 @@ int RoundRobinThreads() {
 // HVDSPARSE_COORDINATOR_PRIORITY=auto gives the coordinator thread, and only it, real-time
 // round-robin where the process may; the default leaves every thread as it was.
 TEST(QueueLifecycle, CoordinatorPriority) {
+  const char* outer = getenv("HVDSPARSE_COORDINATOR_PRIORITY");  // the default, whatever is set
+  std::string kept = outer ? outer : "";
+  unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  unsetenv("HOROVOD_COORDINATOR_PRIORITY");
   ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
   EXPECT_EQ(RoundRobinThreads(), 0);
   ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
   setenv("HVDSPARSE_COORDINATOR_PRIORITY", "auto", 1);
   ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
-  unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  if (outer) {
+    setenv("HVDSPARSE_COORDINATOR_PRIORITY", kept.c_str(), 1);
+  } else {
+    unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  }
   EXPECT_EQ(RoundRobinThreads(), RealtimeAllowed() ? 1 : 0);
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
   ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
