@@ -148,7 +148,10 @@ hvds_result_t hvds__autotune_cycle(hvds_pset_t* world, double start, double byte
   hvds_result_t rc = hvds__broadcast(world->comm, &t, sizeof(t), 0, &o);
   if (rc != HVDS_SUCCESS) return rc;
   rt.fusion_threshold = t.fusion_threshold;
+  /* Under qmu: the coordinator reads it there while a caller owns the cycle. */
+  pthread_mutex_lock(&rt.qmu);
   rt.cycle_ms = t.cycle_ms;
+  pthread_mutex_unlock(&rt.qmu);
   at.on = t.active != 0;
   at.waiting_sync = 0;
   if (!at.on && at.log) {

@@ -169,7 +169,7 @@ typedef struct hvds_runtime {
   int timeline_request_marks;
   int timeline_pending;          /* qmu: a request is waiting */
 
-  double cycle_ms;               /* coord */
+  double cycle_ms;               /* coord, written under qmu: read there by any thread */
   double spin_us;                /* coord: polling before sleeping between cycles */
   int coord_priority;            /* hvds_priority_mode_t of the coordinator thread */
   int coord_level;               /* atomic: its thread_priority.h level, lent to callers */
