@@ -172,7 +172,9 @@ int RoundRobinThreads() {
     if (e->d_name[0] == '.') continue;
     std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
     std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    size_t name_end = stat.rfind(')');
+    if (name_end == std::string::npos || name_end + 2 > stat.size()) continue;  // it just ended
+    std::istringstream rest(stat.substr(name_end + 2));
     std::string field;
     for (int i = 3; i <= 41 && rest >> field; i++) {
       if (i == 41 && field == std::to_string(SCHED_RR)) n++;
