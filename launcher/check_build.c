@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "launcher.h"
 #include "run_args.h"
 #include "spawn.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "collectives.h"
-#include "gloo/gloo_p2p.h"
+#include "gloo_p2p.h"
 #include "hierarchy.h"
 #include "launch_env.h"
 #include "launch_store.h"
@@ -16,8 +16,8 @@
 #include "param.h"
 #include "process_set.h"
 #include "state.h"
-#include "store/store.h"
-#include "tcp/tcp_p2p.h"
+#include "store.h"
+#include "tcp_p2p.h"
 
 #define rt hvds__rt
 
