@@ -1,6 +1,6 @@
-/* HVDS_CUDA_CHECK, the fifth check macro of runtime/check.h, for code that calls the CUDA
- * runtime (cuda/ and ops/nccl/). Include this instead of check.h: it defines the macro, then
- * includes check.h for the other four. A failed call is logged with CUDA's message, the CUDA
+/* HVDS_CUDA_CHECK, the check macro (runtime/base/check.h) for code that calls the CUDA runtime
+ * (cuda/ and ops/nccl/). Include this instead of check.h: it defines the macro, then includes
+ * check.h for the others. A failed call is logged with CUDA's message, the CUDA
  * error state is reset (cudaGetLastError), and the function returns HVDS_SYSTEM_ERROR. */
 #ifndef HVDS_CUDA_CHECK_H_
 #define HVDS_CUDA_CHECK_H_

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "collectives.h"
 #include "reduce.h"
 
@@ -46,8 +47,7 @@ const char* hvds__allreduce_choice(const hvds_p2p_t* p, size_t bytes, const hvds
 
 hvds_result_t hvds__allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                               hvds_reduce_op_t op, const hvds_coll_opts_t* o) {
-  hvds_result_t rc = hvds__coll_check(p, dtype, op);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__coll_check(p, dtype, op));
   hvds_algo_t a = pick(count * hvds__dtype_bytes(dtype), o);
   const hvds_allreduce_algo_info_t* info = hvds__allreduce_algo_info(a);
   if (info == NULL) {

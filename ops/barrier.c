@@ -14,6 +14,7 @@
  *     1   | 2 | 3 (knows 3 2)     | 0 4 3 2
  *     2   | 4 | 1 (knows 1 0 4 3) | all
  */
+#include "check.h"
 #include "collectives.h"
 
 hvds_result_t hvds__barrier(hvds_p2p_t* p, const hvds_coll_opts_t* o) {
@@ -21,8 +22,7 @@ hvds_result_t hvds__barrier(hvds_p2p_t* p, const hvds_coll_opts_t* o) {
   uint64_t tag = o != NULL ? o->tag : 0;
   for (int d = 1; d < P; d <<= 1) {
     // Round: tell the rank d ahead, hear from the rank d behind.
-    hvds_result_t rc = hvds__p2p_sendrecv(p, (r + d) % P, NULL, 0, (r - d + P) % P, NULL, 0, tag);
-    if (rc != HVDS_SUCCESS) return rc;
+    HVDS_CHECK(hvds__p2p_sendrecv(p, (r + d) % P, NULL, 0, (r - d + P) % P, NULL, 0, tag));
   }
   return HVDS_SUCCESS;
 }

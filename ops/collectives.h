@@ -27,6 +27,15 @@ typedef struct {
   size_t rhd_max_bytes;  /* AUTO: halving-doubling up to this many bytes; 0 = default */
 } hvds_coll_opts_t;
 
+/* One tensor of a fused collective that a backend moves straight from its input to its output
+ * (no fusion buffer): bytes from in (NULL: zeros, a rank without the tensor), the result to out
+ * (NULL: not wanted; may equal in). */
+typedef struct {
+  const void* in;
+  void* out;
+  size_t bytes; /* a multiple of the element size */
+} hvds_coll_piece_t;
+
 /* Defaults used when an hvds_coll_opts_t field is 0 (or o is NULL). */
 #define HVDS_COLL_DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
 #define HVDS_COLL_DEFAULT_RHD_MAX_BYTES ((size_t)256 << 10)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "log.h"
 #include "reduce.h"
 
@@ -36,8 +37,7 @@ static hvds_result_t check_args(hvds_p2p_t* p, const char* what, int peer, const
 hvds_result_t hvds__p2p_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag,
                               hvds_p2p_req_t** req) {
   if (p == NULL) return HVDS_INVALID_ARGUMENT;
-  hvds_result_t rc = check_args(p, "isend", peer, buf, bytes, req);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(check_args(p, "isend", peer, buf, bytes, req));
   HVDS_TRACE("p2p %s: isend %zu bytes to %d tag %llu", p->ops->name, bytes, peer,
              (unsigned long long)tag);
   return p->ops->isend(p, peer, buf, bytes, tag, req);
@@ -46,8 +46,7 @@ hvds_result_t hvds__p2p_isend(hvds_p2p_t* p, int peer, const void* buf, size_t b
 hvds_result_t hvds__p2p_irecv(hvds_p2p_t* p, int peer, void* buf, size_t bytes, uint64_t tag,
                               hvds_p2p_req_t** req) {
   if (p == NULL) return HVDS_INVALID_ARGUMENT;
-  hvds_result_t rc = check_args(p, "irecv", peer, buf, bytes, req);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(check_args(p, "irecv", peer, buf, bytes, req));
   HVDS_TRACE("p2p %s: irecv %zu bytes from %d tag %llu", p->ops->name, bytes, peer,
              (unsigned long long)tag);
   return p->ops->irecv(p, peer, buf, bytes, tag, req);
@@ -185,6 +184,22 @@ hvds_result_t hvds__p2p_sendrecv_seg(hvds_p2p_t* p, int to, const void* sbuf, si
     if (rc == HVDS_SUCCESS) rc = seg_finish(&x, j);
   }
   return hvds__p2p_finish(p, rc, x.reqs, 4);  // nothing is pending unless a step failed
+}
+
+int hvds__p2p_has_bell(const hvds_p2p_t* p) {
+  return p != NULL && p->ops->bell_wait && p->ops->bell_ring && p->ops->bell_interrupt;
+}
+
+hvds_result_t hvds__p2p_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
+  return hvds__p2p_has_bell(p) ? p->ops->bell_wait(p, epoch) : HVDS_NOT_SUPPORTED;
+}
+
+hvds_result_t hvds__p2p_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
+  return hvds__p2p_has_bell(p) ? p->ops->bell_ring(p, epoch) : HVDS_NOT_SUPPORTED;
+}
+
+void hvds__p2p_bell_interrupt(hvds_p2p_t* p) {
+  if (hvds__p2p_has_bell(p)) p->ops->bell_interrupt(p);
 }
 
 void hvds__p2p_abort(hvds_p2p_t* p) {

@@ -2,9 +2,10 @@
  *
  * An algorithm sees only ranks 0..size-1 and non-blocking send/recv of byte ranges with a tag.
  * Messages between one pair of ranks with the same tag are matched in the order they were
- * posted. Implementations: Gloo's TCP pairs (ops/gloo/), the in-process transport used by the
- * tests (test/), and sub-communicator views over either (p2p_sub.c) for process sets and the
- * local and cross groups.
+ * posted. Implementations: plain TCP sockets progressed by the waiting thread (ops/tcp/), shared
+ * memory among the ranks of a host (ops/shm/), Gloo's TCP pairs (ops/gloo/), the in-process
+ * transport used by the tests (test/), and sub-communicator views over any of them (p2p_sub.c)
+ * for process sets and the local and cross groups.
  */
 #ifndef HVDS_P2P_H_
 #define HVDS_P2P_H_
@@ -105,6 +106,12 @@ typedef struct {
 hvds_result_t hvds__p2p_sendrecv_seg(hvds_p2p_t* p, int to, const void* sbuf, size_t sbytes,
                                      int from, void* rbuf, size_t rbytes, uint64_t tag,
                                      const hvds_p2p_seg_t* seg);
+/* The doorbell (hvds_p2p_ops_t.bell_*): has_bell says whether the transport has one; the others
+ * return HVDS_NOT_SUPPORTED (or do nothing) without. */
+int hvds__p2p_has_bell(const hvds_p2p_t* p);
+hvds_result_t hvds__p2p_bell_wait(hvds_p2p_t* p, uint64_t epoch);
+hvds_result_t hvds__p2p_bell_ring(hvds_p2p_t* p, uint64_t epoch);
+void hvds__p2p_bell_interrupt(hvds_p2p_t* p);
 void hvds__p2p_abort(hvds_p2p_t* p);
 void hvds__p2p_destroy(hvds_p2p_t* p); /* accepts NULL; ops->destroy frees p */
 

@@ -14,6 +14,7 @@
 #include "cpu_budget.h"
 #include "dtype.h"
 #include "handle.h"
+#include "instance.h"
 #include "log.h"
 #include "net_probe.h"
 #include "p2p.h"
@@ -21,10 +22,10 @@
 #include "process_set.h"
 #include "state.h"
 #include "store.h"
-#include "tcp_p2p.h"
 #include "tcp_polling.h"
 #include "thread_priority.h"
 #include "timeline.h"
+#include "transports.h"
 
 hvds_runtime_t hvds__rt = {
     .life_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -33,7 +34,6 @@ hvds_runtime_t hvds__rt = {
     .hmu = PTHREAD_MUTEX_INITIALIZER,
     .hcv = PTHREAD_COND_INITIALIZER,
 };
-#define rt hvds__rt
 
 static _Thread_local char last_error[2048];
 
@@ -58,208 +58,142 @@ const char* hvds_result_str(hvds_result_t r) {
   return "unknown result";
 }
 
-/* Installs the sets: the global one, then any static ones given at init. */
-static hvds_result_t install_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
-  int32_t* all = malloc((size_t)rt.size * sizeof(int32_t));
-  if (all == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
-  for (int32_t r = 0; r < rt.size; r++) all[r] = r;
-  rt.psets[0] = hvds__pset_create(0, all, rt.size);
-  free(all);
-  if (rt.psets[0] == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "creating the global set failed");
-  rt.next_ps_id = 1;
-  const int32_t* p = ranks;
-  for (int32_t i = 0; i < n; i++) {
-    for (int32_t k = 0; k < sizes[i]; k++)
-      if (p[k] < 0 || p[k] >= rt.size)
-        return hvds__set_error(HVDS_INVALID_ARGUMENT, "process set %d: rank %d outside 0..%d",
-                               i + 1, p[k], rt.size - 1);
-    hvds_pset_t* s = hvds__pset_create(rt.next_ps_id, p, sizes[i]);
-    if (s == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "creating process set %d failed", i + 1);
-    rt.psets[rt.next_ps_id++] = s;
-    p += sizes[i];
-  }
-  return HVDS_SUCCESS;
-}
-
-static void destroy_sets(void) {
-  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++) {
-    hvds__pset_destroy(rt.psets[id]);
-    rt.psets[id] = NULL;
-  }
-}
-
 /* Polling beats sleeping only while no rank of this machine waits for a core (tcp_polling.h). */
-static void set_transport_polling(void) {
+static void set_transport_polling(hvds_runtime_t* rt) {
   hvds_cpu_budget_t cpu = hvds__cpu_budget();
   long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int us = hvds__tcp_poll_us(hvds__param_int(HVDS_PARAM_TCP_POLL_US), rt.local_size,
-                             rt.machine_ranks, cpu.cores, online);
+  int us = hvds__tcp_poll_us(hvds__param_int(HVDS_PARAM_TCP_POLL_US), rt->local_size,
+                             rt->machine_ranks, cpu.cores, online);
   HVDS_DEBUG(
       "tcp waits poll %d us: %d ranks on this host, %d on this machine; %d cores usable "
       "(%d CPUs in the affinity mask, cgroup quota %.2f CPUs, 0 = none), %ld online",
-      us, rt.local_size, rt.machine_ranks, cpu.cores, cpu.cpus, cpu.quota, online);
-  hvds__tcp_p2p_set_poll_us(rt.world, us); /* the local and cross views share it */
-}
-
-/* How the coordinator thread is scheduled (thread_priority.h); a value not understood is
- * reported and treated as normal. */
-static int coordinator_priority(void) {
-  const char* text = hvds__param_str(HVDS_PARAM_COORDINATOR_PRIORITY);
-  int mode = hvds__priority_mode_parse(text);
-  const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
-  if (mode > 0 && transport && strcmp(transport, "gloo") == 0) {
-    /* Gloo's own threads carry the data: a real-time waiter would keep the core from them. */
-    if (mode == HVDS_PRIORITY_REALTIME)
-      HVDS_WARN("HVDSPARSE_COORDINATOR_PRIORITY=realtime is not applied with the gloo transport, "
-                "whose own threads carry the data and would wait behind the coordinator");
-    return HVDS_PRIORITY_NORMAL;
-  }
-  if (mode >= 0) return mode;
-  HVDS_WARN("HVDSPARSE_COORDINATOR_PRIORITY=%s is not normal, auto or realtime; using normal",
-            text);
-  return HVDS_PRIORITY_NORMAL;
+      us, rt->local_size, rt->machine_ranks, cpu.cores, cpu.cpus, cpu.quota, online);
+  const hvds_transport_t* tp = hvds__transport_find(hvds__param_str(HVDS_PARAM_TRANSPORT));
+  if (tp != NULL && tp->set_poll_us) tp->set_poll_us(rt->world, us); /* views share it */
 }
 
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
-  if (hvds__forked_copy()) return HVDS_SUCCESS;  // initialized, as a copy: queries answer
-  pthread_mutex_lock(&rt.life_mu);
-  if (atomic_load(&rt.initialized)) {
-    pthread_mutex_unlock(&rt.life_mu);
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return HVDS_SUCCESS;  // initialized, as a copy: queries answer
+  pthread_mutex_lock(&rt->life_mu);
+  if (atomic_load(&rt->initialized)) {
+    pthread_mutex_unlock(&rt->life_mu);
     return HVDS_SUCCESS;
   }
   hvds__param_reload();
-  atomic_store(&rt.shut_down, 0);
-  atomic_store(&rt.shutdown_requested, 0);
-  rt.fatal[0] = '\0';
-  rt.stop_reason[0] = '\0';
-  rt.generation++;
-  rt.cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
-  rt.spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
-  rt.coord_priority = coordinator_priority();
-  __atomic_store_n(&rt.coord_level, 0, __ATOMIC_RELEASE); /* the coordinator sets what it got */
-  rt.caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
-  rt.sparse_learn_costs = hvds__param_int(HVDS_PARAM_SPARSE_LEARN_COSTS) != 0;
-  rt.cycle_owned = 0;
-  rt.cycle_result = 0;
-  rt.last_cycle_start = 0;
-  /* Knobs the hot path reads, once per init rather than once per operation. */
-  const char* algo = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
-  rt.allreduce_algo = hvds__allreduce_algo_from_name(algo);
-  if (rt.allreduce_algo == HVDS_ALGO_COUNT) {
-    HVDS_WARN("unknown HVDSPARSE_ALLREDUCE_ALGORITHM '%s' (ring, rhd or auto): choosing by size",
-              algo);
-    rt.allreduce_algo = HVDS_ALGO_AUTO;
-  }
-  rt.rhd_max_bytes = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
-  rt.ring_chunk_bytes = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
-  rt.stall_check_s = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
-  rt.stall_check_disabled = hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE) > 0;
-  rt.idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
-  rt.idle_cycles = 0;
-  rt.world_epoch = 0;
-  rt.machine_ranks = 0; /* bootstrap counts them when there are peers */
-  rt.fusion_threshold = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
-  hvds_result_t rc = hvds__bootstrap();
-  if (rc == HVDS_SUCCESS) set_transport_polling();
-  if (rc == HVDS_SUCCESS) hvds__autotune_init();
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_runtime_init(); /* network probe, ZEN seed */
-  if (rc == HVDS_SUCCESS) rc = install_sets(ranks, sizes, n);
+  atomic_store(&rt->shut_down, 0);
+  atomic_store(&rt->shutdown_requested, 0);
+  rt->fatal[0] = '\0';
+  rt->stop_reason[0] = '\0';
+  rt->generation++;
+  hvds__instance_configure(rt);
+  hvds_result_t rc = hvds__bootstrap(rt);
+  if (rc == HVDS_SUCCESS) set_transport_polling(rt);
+  if (rc == HVDS_SUCCESS) rc = hvds__autotune_init(rt);
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_runtime_init(rt); /* network probe, ZEN seed */
+  if (rc == HVDS_SUCCESS) rc = hvds__instance_install_sets(rt, ranks, sizes, n);
   const char* tl = hvds__param_str(HVDS_PARAM_TIMELINE);
   if (rc == HVDS_SUCCESS && tl && strcmp(tl, "DYNAMIC") != 0) {
-    rt.timeline_request = strdup(tl);
-    rt.timeline_request_marks = (int)hvds__param_int(HVDS_PARAM_TIMELINE_MARK_CYCLES);
-    rt.timeline_pending = 1;
-    rt.mark_cycles = rt.timeline_request_marks;
+    rt->timeline_request = strdup(tl);
+    rt->timeline_request_marks = (int)hvds__param_int(HVDS_PARAM_TIMELINE_MARK_CYCLES);
+    rt->timeline_pending = 1;
+    rt->mark_cycles = rt->timeline_request_marks;
   }
-  if (rc == HVDS_SUCCESS && pthread_create(&rt.thread, NULL, hvds__coord_main, NULL) != 0)
+  if (rc == HVDS_SUCCESS && pthread_create(&rt->thread, NULL, hvds__coord_main, rt) != 0)
     rc = hvds__set_error(HVDS_SYSTEM_ERROR, "cannot start the coordinator thread");
   if (rc != HVDS_SUCCESS) {
-    destroy_sets();
-    hvds__bootstrap_teardown();
-    pthread_mutex_unlock(&rt.life_mu);
+    hvds__instance_destroy_sets(rt);
+    hvds__bootstrap_teardown(rt);
+    pthread_mutex_unlock(&rt->life_mu);
     HVDS_ERROR("initialization failed: %s", last_error);
     return rc;
   }
-  rt.owner_pid = getpid();
-  atomic_store(&rt.initialized, 1);
-  HVDS_INFO("hvdsparse initialized: rank %d of %d", rt.rank, rt.size);
-  pthread_mutex_unlock(&rt.life_mu);
+  rt->owner_pid = getpid();
+  atomic_store(&rt->initialized, 1);
+  HVDS_INFO("hvdsparse initialized: rank %d of %d", rt->rank, rt->size);
+  pthread_mutex_unlock(&rt->life_mu);
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds_init(void) { return hvds_init_with_process_sets(NULL, NULL, 0); }
 
-int hvds__forked_copy(void) { return rt.owner_pid != 0 && getpid() != rt.owner_pid; }
+int hvds__forked_copy(hvds_runtime_t* rt) {
+  return rt->owner_pid != 0 && getpid() != rt->owner_pid;
+}
 
-hvds_result_t hvds__forked_error(const char* what) {
+hvds_result_t hvds__forked_error(hvds_runtime_t* rt, const char* what) {
   return hvds__set_error(HVDS_INVALID_USAGE,
                          "%s: this process (pid %d) was forked from rank %d (pid %d) after "
                          "hvd.init(); a forked process cannot communicate: collectives run only "
                          "in the process that called init",
-                         what, (int)getpid(), rt.rank, (int)rt.owner_pid);
+                         what, (int)getpid(), rt->rank, (int)rt->owner_pid);
 }
 
 hvds_result_t hvds_set_shutdown_reason(const char* reason) {
-  if (hvds__forked_copy()) return HVDS_SUCCESS;
-  pthread_mutex_lock(&rt.life_mu);
-  snprintf(rt.stop_reason, sizeof rt.stop_reason, "%s", reason ? reason : "");
-  pthread_mutex_unlock(&rt.life_mu);
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return HVDS_SUCCESS;
+  pthread_mutex_lock(&rt->life_mu);
+  snprintf(rt->stop_reason, sizeof rt->stop_reason, "%s", reason ? reason : "");
+  pthread_mutex_unlock(&rt->life_mu);
   return HVDS_SUCCESS;
 }
 
 /* The first rank that stops with a reason tells the job (the coordinator of a peer reads it),
  * before its peers learn that it stops. Not once the runtime has failed: its store may be out of
  * reach then, and the failure has its own explanation. */
-static void publish_stop_reason(void) {
-  if (!rt.stop_reason[0] || rt.store == NULL || rt.size <= 1 || atomic_load(&rt.shut_down))
+static void publish_stop_reason(hvds_runtime_t* rt) {
+  if (!rt->stop_reason[0] || rt->store == NULL || rt->size <= 1 || atomic_load(&rt->shut_down))
     return;
   char count[256], key[256], text[700];
-  int n = snprintf(text, sizeof text, "Rank %d stopped first, %s.", rt.rank, rt.stop_reason);
+  int n = snprintf(text, sizeof text, "Rank %d stopped first, %s.", rt->rank, rt->stop_reason);
   size_t len = n < (int)sizeof text ? (size_t)n : sizeof text - 1;
-  snprintf(count, sizeof count, "%s/g%d/stop_count", rt.job, rt.generation);
-  snprintf(key, sizeof key, "%s/g%d/stop_first", rt.job, rt.generation);
-  if (!hvds__store_set_first(rt.store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS)) return;
+  snprintf(count, sizeof count, "%s/g%d/stop_count", rt->job, rt->generation);
+  snprintf(key, sizeof key, "%s/g%d/stop_first", rt->job, rt->generation);
+  if (!hvds__store_set_first(rt->store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS))
+    return;
   // The launcher's copy (it names the first worker to exit, which need not be this one).
-  snprintf(count, sizeof count, "hvds/%s/stop_count", rt.job);
-  snprintf(key, sizeof key, "hvds/%s/stop_first", rt.job);
-  hvds__store_set_first(rt.store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS);
+  snprintf(count, sizeof count, "hvds/%s/stop_count", rt->job);
+  snprintf(key, sizeof key, "hvds/%s/stop_first", rt->job);
+  hvds__store_set_first(rt->store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS);
 }
 
 hvds_result_t hvds_shutdown(void) {
-  if (hvds__forked_copy()) return HVDS_SUCCESS;  // the parent's runtime is not ours to stop
-  pthread_mutex_lock(&rt.life_mu);
-  if (!atomic_load(&rt.initialized)) {
-    pthread_mutex_unlock(&rt.life_mu);
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return HVDS_SUCCESS;  // the parent's runtime is not ours to stop
+  pthread_mutex_lock(&rt->life_mu);
+  if (!atomic_load(&rt->initialized)) {
+    pthread_mutex_unlock(&rt->life_mu);
     return HVDS_SUCCESS;
   }
-  publish_stop_reason();
-  pthread_mutex_lock(&rt.qmu);
-  atomic_store(&rt.shutdown_requested, 1);
-  hvds__coord_wake_locked();
-  pthread_mutex_unlock(&rt.qmu);
-  pthread_join(rt.thread, NULL);
-  atomic_store(&rt.initialized, 0);
-  rt.owner_pid = 0;
-  pthread_mutex_lock(&rt.qmu);
-  destroy_sets();
-  free(rt.timeline_request);
-  rt.timeline_request = NULL;
-  rt.timeline_pending = 0;
-  pthread_mutex_unlock(&rt.qmu);
-  hvds__timeline_close(rt.timeline);
-  rt.timeline = NULL;
-  hvds__bootstrap_teardown();
-  free(rt.fusion_buf);
-  rt.fusion_buf = NULL;
-  rt.fusion_cap = 0;
-  pthread_mutex_unlock(&rt.life_mu);
+  publish_stop_reason(rt);
+  pthread_mutex_lock(&rt->qmu);
+  atomic_store(&rt->shutdown_requested, 1);
+  hvds__coord_wake_locked(rt);
+  pthread_mutex_unlock(&rt->qmu);
+  pthread_join(rt->thread, NULL);
+  atomic_store(&rt->initialized, 0);
+  rt->owner_pid = 0;
+  pthread_mutex_lock(&rt->qmu);
+  hvds__instance_destroy_sets(rt);
+  free(rt->timeline_request);
+  rt->timeline_request = NULL;
+  rt->timeline_pending = 0;
+  pthread_mutex_unlock(&rt->qmu);
+  hvds__timeline_close(rt->timeline);
+  rt->timeline = NULL;
+  hvds__bootstrap_teardown(rt);
+  hvds__autotune_free(rt);
+  free(rt->fusion_buf);
+  rt->fusion_buf = NULL;
+  rt->fusion_cap = 0;
+  pthread_mutex_unlock(&rt->life_mu);
   return HVDS_SUCCESS;
 }
 
-int hvds_is_initialized(void) { return atomic_load(&rt.initialized); }
+int hvds_is_initialized(void) { return atomic_load(&hvds__rt.initialized); }
 
 #define QUERY(fn, field) \
-  int fn(void) { return atomic_load(&rt.initialized) ? rt.field : -1; }
+  int fn(void) { return atomic_load(&hvds__rt.initialized) ? hvds__rt.field : -1; }
 QUERY(hvds_rank, rank)
 QUERY(hvds_size, size)
 QUERY(hvds_local_rank, local_rank)
@@ -283,32 +217,34 @@ int hvds_hwloc_built(void) {
 }
 
 hvds_result_t hvds_start_timeline(const char* path, int mark_cycles) {
-  if (hvds__forked_copy()) return hvds__forked_error("start_timeline");
-  if (!atomic_load(&rt.initialized))
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return hvds__forked_error(rt, "start_timeline");
+  if (!atomic_load(&rt->initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
   if (path == NULL || path[0] == '\0')
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "start_timeline: a file path is required");
-  pthread_mutex_lock(&rt.qmu);
-  free(rt.timeline_request);
-  rt.timeline_request = strdup(path);
-  rt.timeline_request_marks = mark_cycles;
-  rt.mark_cycles = mark_cycles;
-  rt.timeline_pending = 1;
-  hvds__coord_wake_locked();
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_lock(&rt->qmu);
+  free(rt->timeline_request);
+  rt->timeline_request = strdup(path);
+  rt->timeline_request_marks = mark_cycles;
+  rt->mark_cycles = mark_cycles;
+  rt->timeline_pending = 1;
+  hvds__coord_wake_locked(rt);
+  pthread_mutex_unlock(&rt->qmu);
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds_stop_timeline(void) {
-  if (hvds__forked_copy()) return hvds__forked_error("stop_timeline");
-  if (!atomic_load(&rt.initialized))
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return hvds__forked_error(rt, "stop_timeline");
+  if (!atomic_load(&rt->initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
-  pthread_mutex_lock(&rt.qmu);
-  free(rt.timeline_request);
-  rt.timeline_request = NULL;
-  rt.timeline_pending = 1;
-  hvds__coord_wake_locked();
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_lock(&rt->qmu);
+  free(rt->timeline_request);
+  rt->timeline_request = NULL;
+  rt->timeline_pending = 1;
+  hvds__coord_wake_locked(rt);
+  pthread_mutex_unlock(&rt->qmu);
   return HVDS_SUCCESS;
 }
 

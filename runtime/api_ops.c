@@ -5,13 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "enqueue.h"
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
 #include "sparse_rt.h"
 #include "state.h"
-
-#define rt hvds__rt
 
 static const char* const kShutDownText =
     "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
@@ -24,19 +23,19 @@ static const char* const kDuplicateText =
     "tensor name.";
 
 /* Checks that apply to every enqueue; on failure records the message and returns the code. */
-static hvds_result_t check_ready(int32_t ps, const char* what) {
-  if (hvds__forked_copy()) return hvds__forked_error(what);
-  if (!atomic_load(&rt.initialized))
+static hvds_result_t check_ready(hvds_runtime_t* rt, int32_t ps, const char* what) {
+  if (hvds__forked_copy(rt)) return hvds__forked_error(rt, what);
+  if (!atomic_load(&rt->initialized))
     return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
-  if (atomic_load(&rt.shut_down)) {
-    if (rt.fatal[0]) return hvds__set_error(HVDS_SHUT_DOWN, "%s %s", kShutDownText, rt.fatal);
+  if (atomic_load(&rt->shut_down)) {
+    if (rt->fatal[0]) return hvds__set_error(HVDS_SHUT_DOWN, "%s %s", kShutDownText, rt->fatal);
     return hvds__set_error(HVDS_SHUT_DOWN, "%s", kShutDownText);
   }
-  pthread_mutex_lock(&rt.qmu);
-  hvds_pset_t* s = (ps >= 0 && ps < HVDS_MAX_PROCESS_SETS) ? rt.psets[ps] : NULL;
+  pthread_mutex_lock(&rt->qmu);
+  hvds_pset_t* s = (ps >= 0 && ps < HVDS_MAX_PROCESS_SETS) ? rt->psets[ps] : NULL;
   int exists = s != NULL && !s->marked_removed;
   int member = exists && s->my_rank >= 0;
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_unlock(&rt->qmu);
   if (!exists)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s: Process set provided does not exist, or has not been registered.",
@@ -44,7 +43,7 @@ static hvds_result_t check_ready(int32_t ps, const char* what) {
   if (!member)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s: Rank %d is not a member of the provided process set.", what,
-                           rt.rank);
+                           rt->rank);
   return HVDS_SUCCESS;
 }
 
@@ -91,11 +90,12 @@ static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
 
 /* A broadcast's root must be a rank of its set: refused here, since the collective would fail
  * on every rank at once and stop the runtime. */
-static hvds_result_t check_root(int32_t type, const hvds_op_options_t* o, const char* what) {
+static hvds_result_t check_root(hvds_runtime_t* rt, int32_t type, const hvds_op_options_t* o,
+                                const char* what) {
   if (type != HVDS_MSG_BROADCAST) return HVDS_SUCCESS;
-  pthread_mutex_lock(&rt.qmu);
-  int32_t n = rt.psets[o->process_set]->n;  // check_ready found the set
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_lock(&rt->qmu);
+  int32_t n = rt->psets[o->process_set]->n;  // check_ready found the set
+  pthread_mutex_unlock(&rt->qmu);
   if (o->root_rank >= 0 && o->root_rank < n) return HVDS_SUCCESS;
   return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': root rank %d is not a rank of the process "
                          "set (0..%d)", what, o->name, o->root_rank, n - 1);
@@ -104,11 +104,11 @@ static hvds_result_t check_root(int32_t type, const hvds_op_options_t* o, const 
 /* Alltoall's splits must give every rank of the set a non-negative row count adding up to the
  * input's first dimension (read as the rows sent); without splits that dimension must divide
  * evenly. Refused here: the runtime would read past the input otherwise. */
-static hvds_result_t check_splits(const hvds_op_options_t* o, const hvds_tensor_t* t,
-                                  const char* what) {
-  pthread_mutex_lock(&rt.qmu);
-  int32_t n = rt.psets[o->process_set]->n;  // check_ready found the set
-  pthread_mutex_unlock(&rt.qmu);
+static hvds_result_t check_splits(hvds_runtime_t* rt, const hvds_op_options_t* o,
+                                  const hvds_tensor_t* t, const char* what) {
+  pthread_mutex_lock(&rt->qmu);
+  int32_t n = rt->psets[o->process_set]->n;  // check_ready found the set
+  pthread_mutex_unlock(&rt->qmu);
   if (t->ndim < 1)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': a scalar has no rows to split", what,
                            o->name);
@@ -154,21 +154,22 @@ static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_opt
 }
 
 /* Appends entries to their set's queue as one unit; fails all of them on a duplicate name. */
-static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle) {
-  hvds_handle_rec_t* h = hvds__handle_create(n);
+static hvds_result_t submit(hvds_runtime_t* rt, hvds_entry_t** es, int32_t n,
+                            hvds_handle_t* handle) {
+  hvds_handle_rec_t* h = hvds__handle_create(rt, n);
   if (h == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory creating a handle");
-  pthread_mutex_lock(&rt.qmu);
-  hvds_pset_t* s = rt.psets[es[0]->process_set];
+  pthread_mutex_lock(&rt->qmu);
+  hvds_pset_t* s = rt->psets[es[0]->process_set];
   for (int32_t i = 0; i < n; i++) {
     int dup = hvds__name_map_get(&s->inflight, es[i]->name) != NULL;
     for (int32_t j = 0; j < i && !dup; j++) dup = strcmp(es[i]->name, es[j]->name) == 0;
     if (dup) {
-      pthread_mutex_unlock(&rt.qmu);
+      pthread_mutex_unlock(&rt->qmu);
       hvds__set_error(HVDS_INVALID_ARGUMENT, "%s [tensor: %s]", kDuplicateText, es[i]->name);
-      pthread_mutex_lock(&rt.hmu);
+      pthread_mutex_lock(&rt->hmu);
       h->released = 1;
-      pthread_mutex_unlock(&rt.hmu);
-      for (int32_t k = 0; k < n; k++) hvds__handle_complete(h, HVDS_INVALID_ARGUMENT, NULL);
+      pthread_mutex_unlock(&rt->hmu);
+      for (int32_t k = 0; k < n; k++) hvds__handle_complete(rt, h, HVDS_INVALID_ARGUMENT, NULL);
       return HVDS_INVALID_ARGUMENT;
     }
   }
@@ -180,26 +181,26 @@ static hvds_result_t submit(hvds_entry_t** es, int32_t n, hvds_handle_t* handle)
     if (s->q_tail) s->q_tail->next = e; else s->q_head = e;
     s->q_tail = e;
   }
-  __atomic_store_n(&rt.enqueued, rt.enqueued + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&rt->enqueued, rt->enqueued + 1, __ATOMIC_RELEASE);
   /* Signals only a sleeping coordinator, and not even that when this thread ran its previous
    * operation itself: it will likely wait and run this one too (one enqueue only: a thread
    * queueing several without waiting wakes the coordinator from its second on). */
   if (hvds__served_itself)
-    hvds__coord_wake_lazy_locked();
+    hvds__coord_wake_lazy_locked(rt);
   else
-    hvds__coord_wake_locked();
+    hvds__coord_wake_locked(rt);
   hvds__served_itself = 0;
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_unlock(&rt->qmu);
   *handle = h->id;
   return HVDS_SUCCESS;
 }
 
-static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
-                                  const hvds_tensor_t* inputs, hvds_tensor_t* outputs,
-                                  const hvds_op_options_t* o, hvds_handle_t* handle) {
+hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, int32_t n,
+                            const hvds_tensor_t* inputs, hvds_tensor_t* outputs,
+                            const hvds_op_options_t* o, hvds_handle_t* handle) {
   if (o == NULL || o->name == NULL || handle == NULL || n <= 0 || inputs == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: options, name, inputs and handle are required", what);
-  hvds_result_t rc = check_ready(o->process_set, what);
+  hvds_result_t rc = check_ready(rt, o->process_set, what);
   if (rc != HVDS_SUCCESS) return rc;
   if (o->op == HVDS_ADASUM)
     return hvds__set_error(HVDS_NOT_SUPPORTED, "%s '%s': Adasum is not supported by hvdsparse",
@@ -207,7 +208,7 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
   if ((int)o->op < 0 || o->op > HVDS_PRODUCT)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': unknown reduce op %d", what, o->name,
                            (int)o->op);
-  rc = check_root(type, o, what);
+  rc = check_root(rt, type, o, what);
   if (rc != HVDS_SUCCESS) return rc;
   int ordered = OPT_HAS(o, ordered) && o->ordered;
   if (ordered && type != HVDS_MSG_ALLREDUCE && type != HVDS_MSG_REDUCESCATTER &&
@@ -239,12 +240,13 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
     es[made]->input = inputs[made];
     es[made]->output = outputs ? outputs[made] : inputs[made];
     es[made]->ordered = ordered;
-    if (type == HVDS_MSG_ALLREDUCE && !ordered && (rc = hvds__sparse_detect_entry(es[made], o)) != HVDS_SUCCESS) {
+    if (type == HVDS_MSG_ALLREDUCE && !ordered &&
+        (rc = hvds__sparse_detect_entry(rt, es[made], o)) != HVDS_SUCCESS) {
       made++; /* freed below */
       break;
     }
   }
-  if (rc == HVDS_SUCCESS && type == HVDS_MSG_ALLTOALL) rc = check_splits(o, &inputs[0], what);
+  if (rc == HVDS_SUCCESS && type == HVDS_MSG_ALLTOALL) rc = check_splits(rt, o, &inputs[0], what);
   for (int32_t i = 0; rc == HVDS_SUCCESS && type == HVDS_MSG_REDUCESCATTER && i < n; i++)
     if (inputs[i].ndim < 1)
       rc = hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': a scalar has no rows to scatter",
@@ -258,7 +260,7 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
     }
   }
   if (rc == HVDS_SUCCESS) {
-    rc = submit(es, n, handle);
+    rc = submit(rt, es, n, handle);
     made = rc == HVDS_SUCCESS ? 0 : n; /* queued entries belong to the coordinator now */
   }
   if (rc != HVDS_SUCCESS)
@@ -269,6 +271,7 @@ static hvds_result_t enqueue_many(int32_t type, const char* what, int32_t n,
 
 hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* output,
                                    const hvds_op_options_t* opts, hvds_handle_t* handle) {
+  hvds_runtime_t* rt = &hvds__rt;
   // A tensor that check_tensor will refuse (bad rank, dtype or size) is left to it.
   if (input && output && (unsigned)input->dtype < HVDS_DTYPE_COUNT &&
       (unsigned)output->dtype < HVDS_DTYPE_COUNT && tensor_elements(input) != SIZE_MAX &&
@@ -278,45 +281,51 @@ hvds_result_t hvds_allreduce_async(const hvds_tensor_t* input, hvds_tensor_t* ou
                              "allreduce '%s': output must have the input's size and dtype",
                              opts && opts->name ? opts->name : "?");
   }
-  return enqueue_many(HVDS_MSG_ALLREDUCE, "Allreduce", 1, input, output, opts, handle);
+  return hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 1, input, output, opts, handle);
 }
 
 hvds_result_t hvds_grouped_allreduce_async(int32_t n, const hvds_tensor_t* inputs,
                                            hvds_tensor_t* outputs, const hvds_op_options_t* opts,
                                            hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_ALLREDUCE, "Allreduce", n, inputs, outputs, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", n, inputs, outputs, opts, handle);
 }
 
 hvds_result_t hvds_allgather_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
                                    hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_ALLGATHER, "Allgather", 1, input, NULL, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_ALLGATHER, "Allgather", 1, input, NULL, opts, handle);
 }
 
 hvds_result_t hvds_broadcast_async(hvds_tensor_t* tensor, const hvds_op_options_t* opts,
                                    hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_BROADCAST, "Broadcast", 1, tensor, tensor, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_BROADCAST, "Broadcast", 1, tensor, tensor, opts, handle);
 }
 
 hvds_result_t hvds_alltoall_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
                                   hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_ALLTOALL, "Alltoall", 1, input, NULL, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_ALLTOALL, "Alltoall", 1, input, NULL, opts, handle);
 }
 
 hvds_result_t hvds_reducescatter_async(const hvds_tensor_t* input, const hvds_op_options_t* opts,
                                        hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_REDUCESCATTER, "Reducescatter", 1, input, NULL, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_REDUCESCATTER, "Reducescatter", 1, input, NULL, opts, handle);
 }
 
 hvds_result_t hvds_grouped_reducescatter_async(int32_t n, const hvds_tensor_t* inputs,
                                                const hvds_op_options_t* opts,
                                                hvds_handle_t* handle) {
-  return enqueue_many(HVDS_MSG_REDUCESCATTER, "Reducescatter", n, inputs, NULL, opts, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue(rt, HVDS_MSG_REDUCESCATTER, "Reducescatter", n, inputs, NULL, opts, handle);
 }
 
-/* Ops without a tensor: barrier, join, process-set changes. */
-static hvds_result_t enqueue_control(int32_t type, const char* what, const char* name, int32_t ps,
-                                     int32_t root, hvds_handle_t* handle) {
-  hvds_result_t rc = check_ready(ps, what);
+hvds_result_t hvds__enqueue_control(hvds_runtime_t* rt, int32_t type, const char* what,
+                                    const char* name, int32_t ps, int32_t root,
+                                    hvds_handle_t* handle) {
+  hvds_result_t rc = check_ready(rt, ps, what);
   if (rc != HVDS_SUCCESS) return rc;
   hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
   o.process_set = ps;
@@ -326,35 +335,38 @@ static hvds_result_t enqueue_control(int32_t type, const char* what, const char*
   e->input.device = -1;
   e->output = e->input;
   e->root_rank = root;
-  rc = submit(&e, 1, handle);
+  rc = submit(rt, &e, 1, handle);
   if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }
 
 hvds_result_t hvds_barrier_async(int32_t process_set, hvds_handle_t* handle) {
-  return enqueue_control(HVDS_MSG_BARRIER, "Barrier", "barrier.noname", process_set, 0, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue_control(rt, HVDS_MSG_BARRIER, "Barrier", "barrier.noname", process_set, 0,
+                               handle);
 }
 
 hvds_result_t hvds_join_async(hvds_handle_t* handle) {
-  return enqueue_control(HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, handle);
+  hvds_runtime_t* rt = &hvds__rt;
+  return hvds__enqueue_control(rt, HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, handle);
 }
 
 /* Process-set changes are negotiated like collectives on the global set, so every rank applies
  * them at the same point of the same cycle. */
-static _Atomic int ps_change_seq;
 
 hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id) {
+  hvds_runtime_t* rt = &hvds__rt;
   if (ranks == NULL || n <= 0 || id == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "add_process_set: ranks are required");
   for (int32_t i = 0; i < n; i++)
-    if (ranks[i] < 0 || (rt.size > 0 && ranks[i] >= rt.size))
+    if (ranks[i] < 0 || (rt->size > 0 && ranks[i] >= rt->size))
       return hvds__set_error(HVDS_INVALID_ARGUMENT, "add_process_set: rank %d outside 0..%d",
-                             ranks[i], rt.size - 1);
+                             ranks[i], rt->size - 1);
   char name[64];
-  snprintf(name, sizeof(name), "process_set.add.%d", atomic_fetch_add(&ps_change_seq, 1));
+  snprintf(name, sizeof(name), "process_set.add.%d", atomic_fetch_add(&rt->ps_change_seq, 1));
   hvds_entry_t* e = NULL;
   hvds_handle_t h;
-  hvds_result_t rc = check_ready(0, "add_process_set");
+  hvds_result_t rc = check_ready(rt, 0, "add_process_set");
   if (rc != HVDS_SUCCESS) return rc;
   int32_t* copy = malloc((size_t)n * sizeof(int32_t));
   if (copy == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -369,51 +381,54 @@ hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id)
   e->input.device = -1;
   e->ps_ranks = copy;
   e->ps_nranks = n;
-  rc = submit(&e, 1, &h);
+  rc = submit(rt, &e, 1, &h);
   if (rc != HVDS_SUCCESS) {
     hvds__entry_free(e);
     return rc;
   }
-  rc = hvds_wait(h, -1);
+  rc = hvds__wait(rt, h, -1);
   if (rc == HVDS_SUCCESS) {
-    pthread_mutex_lock(&rt.hmu);
-    hvds_handle_rec_t* r = hvds__handle_find_locked(h);
+    pthread_mutex_lock(&rt->hmu);
+    hvds_handle_rec_t* r = hvds__handle_find_locked(rt, h);
     *id = r ? r->result_int : -1;
-    pthread_mutex_unlock(&rt.hmu);
+    pthread_mutex_unlock(&rt->hmu);
   } else {
     hvds__set_error(rc, "%s", hvds_handle_error(h));
   }
-  hvds_release(h);
+  hvds__release(rt, h);
   return rc;
 }
 
 hvds_result_t hvds_remove_process_set(int32_t id) {
+  hvds_runtime_t* rt = &hvds__rt;
   if (id <= 0 || id >= HVDS_MAX_PROCESS_SETS)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "remove_process_set: cannot remove set %d", id);
   char name[64];
-  snprintf(name, sizeof(name), "process_set.remove.%d.%d", id, atomic_fetch_add(&ps_change_seq, 1));
+  snprintf(name, sizeof(name), "process_set.remove.%d.%d", id,
+           atomic_fetch_add(&rt->ps_change_seq, 1));
   hvds_handle_t h;
   /* The set id travels in the root rank field. */
-  hvds_result_t rc = enqueue_control(HVDS_MSG_PS_REMOVE, "remove_process_set", name, 0, id, &h);
+  hvds_result_t rc =
+      hvds__enqueue_control(rt, HVDS_MSG_PS_REMOVE, "remove_process_set", name, 0, id, &h);
   if (rc != HVDS_SUCCESS) return rc;
-  rc = hvds_wait(h, -1);
+  rc = hvds__wait(rt, h, -1);
   if (rc != HVDS_SUCCESS) hvds__set_error(rc, "%s", hvds_handle_error(h));
-  hvds_release(h);
+  hvds__release(rt, h);
   return rc;
 }
 
 /* ---- helpers for the enqueue functions of other files (sparse_rt.h) ---- */
 
-hvds_result_t hvds__enqueue_ready(int32_t process_set, const char* what) {
-  return check_ready(process_set, what);
+hvds_result_t hvds__enqueue_ready(hvds_runtime_t* rt, int32_t process_set, const char* what) {
+  return check_ready(rt, process_set, what);
 }
 
 hvds_entry_t* hvds__enqueue_entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
   return entry_new(name, type, o);
 }
 
-hvds_result_t hvds__enqueue_submit(hvds_entry_t* e, hvds_handle_t* handle) {
-  hvds_result_t rc = submit(&e, 1, handle);
+hvds_result_t hvds__enqueue_submit(hvds_runtime_t* rt, hvds_entry_t* e, hvds_handle_t* handle) {
+  hvds_result_t rc = submit(rt, &e, 1, handle);
   if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }

@@ -10,13 +10,11 @@
 #include "sparse_rt.h"
 #include "state.h"
 
-#define rt hvds__rt
-
-hvds_result_t hvds__sparse_opts_algo(const hvds_op_options_t* o, const char* tensor,
-                                     int32_t* algo) {
+hvds_result_t hvds__sparse_opts_algo(hvds_runtime_t* rt, const hvds_op_options_t* o,
+                                     const char* tensor, int32_t* algo) {
   const char* name = OPT_HAS(o, sparse_algorithm) ? o->sparse_algorithm : NULL;
   if (name == NULL) {
-    *algo = rt.sparse_algo;
+    *algo = rt->sparse_algo;
     return HVDS_SUCCESS;
   }
   hvds_sparse_algo_t a = hvds__sparse_algo_from_name(name);
@@ -45,9 +43,10 @@ static int64_t numel(int32_t ndim, const int64_t* shape) {
   return n;
 }
 
-hvds_result_t hvds__sparse_detect_entry(hvds_entry_t* e, const hvds_op_options_t* o) {
+hvds_result_t hvds__sparse_detect_entry(hvds_runtime_t* rt, hvds_entry_t* e,
+                                        const hvds_op_options_t* o) {
   int detect =
-      OPT_HAS(o, sparse_detect) && o->sparse_detect >= 0 ? o->sparse_detect > 0 : rt.sparse_detect;
+      OPT_HAS(o, sparse_detect) && o->sparse_detect >= 0 ? o->sparse_detect > 0 : rt->sparse_detect;
   const hvds_tensor_t* t = &e->input;
   if (!detect || (e->op != HVDS_SUM && e->op != HVDS_AVERAGE) || t->device != -1 || t->ndim < 1)
     return HVDS_SUCCESS;
@@ -62,7 +61,7 @@ hvds_result_t hvds__sparse_detect_entry(hvds_entry_t* e, const hvds_op_options_t
   if (lay.row == 0 || hvds__sparse_layout_check(&lay, err, sizeof err) != HVDS_SUCCESS)
     return HVDS_SUCCESS;  // no sum kernel for the dtype: the plain allreduce handles it
   int32_t algo, qbits;
-  hvds_result_t rc = hvds__sparse_opts_algo(o, e->name, &algo);
+  hvds_result_t rc = hvds__sparse_opts_algo(rt, o, e->name, &algo);
   if (rc == HVDS_SUCCESS) rc = opts_qbits(o, e->name, &qbits);
   if (rc != HVDS_SUCCESS) return rc;
   e->type = HVDS_MSG_SPARSE_ALLREDUCE;
@@ -136,10 +135,11 @@ static hvds_result_t check_dense_out(const hvds_sparse_tensor_t* in, const hvds_
 hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input,
                                           hvds_tensor_t* dense_out, const hvds_op_options_t* opts,
                                           hvds_handle_t* handle) {
+  hvds_runtime_t* rt = &hvds__rt;
   if (opts == NULL || opts->name == NULL || handle == NULL || input == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "Sparse allreduce: options, name, input and handle are required");
-  hvds_result_t rc = hvds__enqueue_ready(opts->process_set, "Sparse allreduce");
+  hvds_result_t rc = hvds__enqueue_ready(rt, opts->process_set, "Sparse allreduce");
   if (rc != HVDS_SUCCESS) return rc;
   const char* name = opts->name;
   if (opts->op != HVDS_SUM && opts->op != HVDS_AVERAGE)
@@ -150,7 +150,7 @@ hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input,
   rc = check_input(input, name);
   if (rc == HVDS_SUCCESS && dense_out != NULL) rc = check_dense_out(input, dense_out, name);
   int32_t algo = 0, qbits = 0;
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_opts_algo(opts, name, &algo);
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_opts_algo(rt, opts, name, &algo);
   if (rc == HVDS_SUCCESS) rc = opts_qbits(opts, name, &qbits);
   if (rc != HVDS_SUCCESS) return rc;
   hvds_entry_t* e = hvds__enqueue_entry_new(name, HVDS_MSG_SPARSE_ALLREDUCE, opts);
@@ -168,12 +168,13 @@ hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input,
   e->sparse_meta[HVDS_SPARSE_META_ALGO] = algo;
   e->sparse_meta[HVDS_SPARSE_META_QBITS] = qbits;
   e->sparse_dense_out = dense_out != NULL;
-  return hvds__enqueue_submit(e, handle);
+  return hvds__enqueue_submit(rt, e, handle);
 }
 
-/* The handle's sparse record under rt.hmu, or the reason there is none. */
-static hvds_result_t find_sparse_locked(hvds_handle_t id, hvds_sparse_out_t** out) {
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+/* The handle's sparse record under rt->hmu, or the reason there is none. */
+static hvds_result_t find_sparse_locked(hvds_runtime_t* rt, hvds_handle_t id,
+                                        hvds_sparse_out_t** out) {
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h == NULL) return HVDS_INVALID_ARGUMENT;
   if (!h->done) return HVDS_IN_PROGRESS;
   if (h->status != HVDS_SUCCESS) return h->status;
@@ -185,9 +186,10 @@ static hvds_result_t find_sparse_locked(hvds_handle_t id, hvds_sparse_out_t** ou
 hvds_result_t hvds_handle_sparse_result(hvds_handle_t handle, int64_t* nnz, const void** indices,
                                         const void** values, int32_t* is_dense,
                                         const char** algorithm) {
-  pthread_mutex_lock(&rt.hmu);
+  hvds_runtime_t* rt = &hvds__rt;
+  pthread_mutex_lock(&rt->hmu);
   hvds_sparse_out_t* o = NULL;
-  hvds_result_t rc = find_sparse_locked(handle, &o);
+  hvds_result_t rc = find_sparse_locked(rt, handle, &o);
   if (rc == HVDS_SUCCESS && !o->has_result) rc = HVDS_INVALID_ARGUMENT;
   if (rc == HVDS_SUCCESS) {
     if (nnz) *nnz = o->nnz;
@@ -196,17 +198,18 @@ hvds_result_t hvds_handle_sparse_result(hvds_handle_t handle, int64_t* nnz, cons
     if (is_dense) *is_dense = o->is_dense;
     if (algorithm) *algorithm = o->stats.algorithm_name;
   }
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   if (rc == HVDS_INVALID_ARGUMENT)
     hvds__set_error(rc, "handle %lld has no sparse allreduce result", (long long)handle);
   return rc;
 }
 
 hvds_result_t hvds__handle_sparse_stats(hvds_handle_t handle, hvds_sparse_stats_t* out) {
-  pthread_mutex_lock(&rt.hmu);
+  hvds_runtime_t* rt = &hvds__rt;
+  pthread_mutex_lock(&rt->hmu);
   hvds_sparse_out_t* o = NULL;
-  hvds_result_t rc = find_sparse_locked(handle, &o);
+  hvds_result_t rc = find_sparse_locked(rt, handle, &o);
   if (rc == HVDS_SUCCESS) *out = o->stats;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return rc;
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "collectives.h"
-#include "gloo_p2p.h"
 #include "hierarchy.h"
 #include "launch_env.h"
 #include "launch_store.h"
@@ -17,9 +16,8 @@
 #include "process_set.h"
 #include "state.h"
 #include "store.h"
-#include "tcp_p2p.h"
-
-#define rt hvds__rt
+#include "tags.h"
+#include "transports.h"
 
 /* ---- a one-rank communicator: algorithms never send at size 1 ---- */
 static hvds_result_t self_xfer(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, uint64_t tag,
@@ -76,37 +74,38 @@ static uint64_t machine_id(void) {
 }
 
 /* Learns every rank's host, local rank and machine, builds the local and cross groups. */
-static hvds_result_t build_groups(const char* host) {
-  int n = rt.size;
+static hvds_result_t build_groups(hvds_runtime_t* rt, const char* host) {
+  int n = rt->size;
   int64_t* info = calloc((size_t)n * 4, sizeof(int64_t));
   size_t* bytes = calloc((size_t)n, sizeof(size_t));
   int* local = calloc((size_t)n, sizeof(int));
   int* cross = calloc((size_t)n, sizeof(int));
   hvds_result_t rc = HVDS_SYSTEM_ERROR;
   if (!info || !bytes || !local || !cross) goto done;
-  info[rt.rank * 4 + 0] = (int64_t)hash_str(host);
-  info[rt.rank * 4 + 1] = rt.local_rank;
-  info[rt.rank * 4 + 2] = rt.local_size;
-  info[rt.rank * 4 + 3] = (int64_t)machine_id();
+  info[rt->rank * 4 + 0] = (int64_t)hash_str(host);
+  info[rt->rank * 4 + 1] = rt->local_rank;
+  info[rt->rank * 4 + 2] = rt->local_size;
+  info[rt->rank * 4 + 3] = (int64_t)machine_id();
   for (int r = 0; r < n; r++) bytes[r] = 4 * sizeof(int64_t);
-  hvds_coll_opts_t o = {(1ull << 39), HVDS_ALGO_AUTO, 0, 0};
-  rc = hvds__allgatherv(rt.world, info, bytes, &o);
+  hvds_coll_opts_t o = {HVDS_TAG_INIT_GROUPS, HVDS_ALGO_AUTO, 0, 0};
+  rc = hvds__allgatherv(rt->world, info, bytes, &o);
   if (rc != HVDS_SUCCESS) {
-    hvds__set_error(rc, "exchanging host information failed: %s", rt.world->error);
+    hvds__set_error(rc, "exchanging host information failed: %s", rt->world->error);
     goto done;
   }
   int nl = 0, nc = 0;
-  const int64_t* me = info + rt.rank * 4;
-  rt.homogeneous = 1;
-  rt.machine_ranks = 0;
+  const int64_t* me = info + rt->rank * 4;
+  rt->homogeneous = 1;
+  rt->machine_ranks = 0;
   for (int r = 0; r < n; r++) {
     if (info[r * 4] == me[0]) local[nl++] = r;
-    if (info[r * 4 + 1] == rt.local_rank) cross[nc++] = r;
-    if (info[r * 4 + 2] != info[0 + 2]) rt.homogeneous = 0;
-    if (me[3] != 0 && info[r * 4 + 3] == me[3]) rt.machine_ranks++;
+    if (info[r * 4 + 1] == rt->local_rank) cross[nc++] = r;
+    if (info[r * 4 + 2] != info[0 + 2]) rt->homogeneous = 0;
+    if (me[3] != 0 && info[r * 4 + 3] == me[3]) rt->machine_ranks++;
   }
-  rc = hvds__p2p_sub_create(rt.world, local, nl, HVDS_SPACE_LOCAL, &rt.local);
-  if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, cross, nc, HVDS_SPACE_CROSS, &rt.cross);
+  rc = hvds__p2p_sub_create(rt->world, local, nl, HVDS_SPACE_LOCAL, &rt->local);
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__p2p_sub_create(rt->world, cross, nc, HVDS_SPACE_CROSS, &rt->cross);
   if (rc != HVDS_SUCCESS) hvds__set_error(rc, "building the local and cross groups failed");
 done:
   free(info);
@@ -117,7 +116,7 @@ done:
 }
 
 /* addr:port is the store: the launcher's, or rank 0's own (open_self_served_store). */
-static hvds_result_t connect_world(const char* addr, int port) {
+static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int port) {
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
   int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
@@ -125,54 +124,52 @@ static hvds_result_t connect_world(const char* addr, int port) {
   if (addr == NULL || port <= 0)
     return hvds__set_error(HVDS_INVALID_USAGE,
                            "rank %d of %d: no rendezvous address; start the job with `hvdsparse "
-                           "run` or set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT", rt.rank, rt.size);
-  hvds_result_t rc = hvds__store_connect(addr, port, secret ? secret : "", start_ms, &rt.store,
-                                         err, sizeof(err));
+                           "run` or set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT",
+                           rt->rank, rt->size);
+  hvds_result_t rc =
+      hvds__store_connect(addr, port, secret ? secret : "", start_ms, &rt->store, err, sizeof(err));
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: cannot reach the rendezvous store at %s:%d: %s", rt.rank,
+    return hvds__set_error(rc, "rank %d: cannot reach the rendezvous store at %s:%d: %s", rt->rank,
                            addr, port, err);
   char key[256];
   int64_t count;
-  snprintf(key, sizeof(key), "hvds/%s/arrived", rt.job);
-  hvds__store_add(rt.store, key, 1, &count);
-  snprintf(key, sizeof(key), "hvds/%s/arrived/%d", rt.job, rt.rank);
-  hvds__store_set(rt.store, key, "1", 1);
+  snprintf(key, sizeof(key), "hvds/%s/arrived", rt->job);
+  hvds__store_add(rt->store, key, 1, &count);
+  snprintf(key, sizeof(key), "hvds/%s/arrived/%d", rt->job, rt->rank);
+  hvds__store_set(rt->store, key, "1", 1);
 
-  hvds_kv_t kv = {rt.store, kv_set, kv_get};
+  hvds_kv_t kv = {rt->store, kv_set, kv_get};
   char prefix[256];
-  snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt.job, rt.generation);
+  snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt->job, rt->generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
   const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
   /* No interface named: listen where the store connection leaves from, so that a job whose
    * store is on another host never advertises loopback to it. */
   char own[64] = "";
   const char* host = NULL;
-  if ((iface == NULL || iface[0] == '\0') && hvds__store_local_addr(rt.store, own, sizeof own) == 0 &&
-      strncmp(own, "127.", 4) != 0)
+  if ((iface == NULL || iface[0] == '\0') &&
+      hvds__store_local_addr(rt->store, own, sizeof own) == 0 && strncmp(own, "127.", 4) != 0)
     host = own;
   int connect_ms = start_ms > timeout_ms ? start_ms : timeout_ms;
-  if (transport && strcmp(transport, "gloo") == 0) {
-    rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, host, connect_ms, &rt.world,
-                               err, sizeof(err));
-  } else if (transport == NULL || strcmp(transport, "tcp") == 0) {
-    rc = hvds__tcp_p2p_create(&kv, prefix, rt.rank, rt.size, iface, host, connect_ms, &rt.world,
-                              err, sizeof(err));
-  } else {
-    return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "rank %d: unknown HVDSPARSE_TRANSPORT '%s' (tcp or gloo)", rt.rank,
-                           transport);
-  }
+  const hvds_transport_t* tp = hvds__transport_find(transport);
+  if (tp == NULL)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "rank %d: unknown HVDSPARSE_TRANSPORT '%s' (%s)",
+                           rt->rank, transport, hvds__transport_names());
+  rc = tp->create(&kv, prefix, rt->rank, rt->size, iface, host, connect_ms, &rt->world, err,
+                  sizeof(err));
   // A wait for a peer's address ends early when the store itself went away: say that, not that
   // the peer never published.
-  const char* lost = rc != HVDS_SUCCESS ? hvds__store_lost(rt.store) : NULL;
+  const char* lost = rc != HVDS_SUCCESS ? hvds__store_lost(rt->store) : NULL;
   if (lost != NULL)
-    return hvds__set_error(rc, "rank %d: lost the rendezvous store at %s:%d while waiting for the "
+    return hvds__set_error(rc,
+                           "rank %d: lost the rendezvous store at %s:%d while waiting for the "
                            "other ranks: %s (the process serving it, the launcher or rank 0, "
-                           "probably died)", rt.rank, addr, port, lost);
+                           "probably died)",
+                           rt->rank, addr, port, lost);
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt.rank,
-                           rt.size - 1, err);
-  rt.world->timeout_ms = timeout_ms;
+    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt->rank,
+                           rt->size - 1, err);
+  rt->world->timeout_ms = timeout_ms;
   return HVDS_SUCCESS;
 }
 
@@ -182,74 +179,73 @@ static hvds_result_t connect_world(const char* addr, int port) {
 static hvds_launch_store_t* self_served;
 
 /* Rank and size from the engine; what it does not give is filled by fill_engine_topology. */
-static void adopt_engine_identity(const hvds_launch_env_t* env) {
-  rt.rank = env->rank;
-  rt.size = env->size;
-  rt.local_rank = env->local_rank;
-  rt.local_size = env->local_size;
-  rt.cross_rank = rt.cross_size = HVDS_LAUNCH_UNKNOWN;
-  snprintf(rt.job, sizeof(rt.job), "%s", env->job_id);
+static void adopt_engine_identity(hvds_runtime_t* rt, const hvds_launch_env_t* env) {
+  rt->rank = env->rank;
+  rt->size = env->size;
+  rt->local_rank = env->local_rank;
+  rt->local_size = env->local_size;
+  rt->cross_rank = rt->cross_size = HVDS_LAUNCH_UNKNOWN;
+  snprintf(rt->job, sizeof(rt->job), "%s", env->job_id);
 }
 
 /* Rank 0 serves the store and the others wait until it does; *addr and *port (pointing into
  * env) then say where connect_world finds it. A single rank needs no store: *addr is NULL. */
-static hvds_result_t open_self_served_store(const hvds_launch_env_t* env, const char** addr,
-                                            int* port) {
+static hvds_result_t open_self_served_store(hvds_runtime_t* rt, const hvds_launch_env_t* env,
+                                            const char** addr, int* port) {
   const char* engine = hvds__launch_engine_name(env->engine);
   *addr = NULL;
-  if (rt.size == 1) return HVDS_SUCCESS;
+  if (rt->size == 1) return HVDS_SUCCESS;
   if (env->store_addr[0] == '\0' || env->store_port <= 0)
-    return hvds__set_error(HVDS_INVALID_USAGE,
-                           "rank %d (started by %s): no address for the rendezvous store: %s",
-                           rt.rank, engine,
-                           env->problem[0] ? env->problem
-                                           : "set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT");
+    return hvds__set_error(
+        HVDS_INVALID_USAGE, "rank %d (started by %s): no address for the rendezvous store: %s",
+        rt->rank, engine,
+        env->problem[0] ? env->problem : "set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT");
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
   int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   char err[512] = "";
-  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt.generation, start_ms,
+  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt->generation, start_ms,
                                              &self_served, err, sizeof(err));
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d (started by %s): rendezvous store at %s:%d: %s", rt.rank,
+    return hvds__set_error(rc, "rank %d (started by %s): rendezvous store at %s:%d: %s", rt->rank,
                            engine, env->store_addr, env->store_port, err);
   // Rank 0 reaches its own server on the address it listens on, loopback when that is all.
   const char* own = env->bind_addr[0] ? env->bind_addr : "127.0.0.1";
-  *addr = rt.rank == 0 ? own : env->store_addr;
+  *addr = rt->rank == 0 ? own : env->store_addr;
   *port = env->store_port;
   return HVDS_SUCCESS;
 }
 
 /* Local size and cross identity from every rank's host name, where the engine gave none. */
-static hvds_result_t fill_engine_topology(const hvds_launch_env_t* env) {
-  hvds_topology_t t = {rt.local_rank, rt.local_size, HVDS_LAUNCH_UNKNOWN, HVDS_LAUNCH_UNKNOWN};
-  hvds_result_t rc = hvds__launch_topology(rt.world, env->host, &t);
+static hvds_result_t fill_engine_topology(hvds_runtime_t* rt, const hvds_launch_env_t* env) {
+  hvds_topology_t t = {rt->local_rank, rt->local_size, HVDS_LAUNCH_UNKNOWN, HVDS_LAUNCH_UNKNOWN};
+  hvds_result_t rc = hvds__launch_topology(rt->world, env->host, &t);
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: learning which ranks share a host failed: %s", rt.rank,
-                           rt.world->error);
-  rt.local_rank = t.local_rank;
-  rt.local_size = t.local_size;
-  rt.cross_rank = t.cross_rank;
-  rt.cross_size = t.cross_size;
+    return hvds__set_error(rc, "rank %d: learning which ranks share a host failed: %s", rt->rank,
+                           rt->world->error);
+  rt->local_rank = t.local_rank;
+  rt->local_size = t.local_size;
+  rt->cross_rank = t.cross_rank;
+  rt->cross_size = t.cross_size;
   return HVDS_SUCCESS;
 }
 
 /* Before the store connection closes: rank 0 keeps serving until every rank is done with it
  * (briefly when the job failed: dead ranks never say so). */
-static void close_self_served_store(void) {
+static void close_self_served_store(hvds_runtime_t* rt) {
   int wait_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
-  if (rt.fatal[0] != '\0' && wait_ms > 2000) wait_ms = 2000;
-  hvds__launch_store_close(self_served, rt.store, wait_ms);
+  if (rt->fatal[0] != '\0' && wait_ms > 2000) wait_ms = 2000;
+  hvds__launch_store_close(self_served, rt->store, wait_ms);
   self_served = NULL;
 }
 
-hvds_result_t hvds__bootstrap(void) {
-  rt.rank = (int)hvds__param_int(HVDS_PARAM_RANK);
-  rt.size = (int)hvds__param_int(HVDS_PARAM_SIZE);
-  rt.local_rank = (int)hvds__param_int(HVDS_PARAM_LOCAL_RANK);
-  rt.local_size = (int)hvds__param_int(HVDS_PARAM_LOCAL_SIZE);
-  rt.cross_rank = (int)hvds__param_int(HVDS_PARAM_CROSS_RANK);
-  rt.cross_size = (int)hvds__param_int(HVDS_PARAM_CROSS_SIZE);
-  snprintf(rt.job, sizeof(rt.job), "%s", hvds__param_str(HVDS_PARAM_JOB_ID));
+hvds_result_t hvds__bootstrap(hvds_runtime_t* rt) {
+  rt->rank = (int)hvds__param_int(HVDS_PARAM_RANK);
+  rt->size = (int)hvds__param_int(HVDS_PARAM_SIZE);
+  rt->local_rank = (int)hvds__param_int(HVDS_PARAM_LOCAL_RANK);
+  rt->local_size = (int)hvds__param_int(HVDS_PARAM_LOCAL_SIZE);
+  rt->cross_rank = (int)hvds__param_int(HVDS_PARAM_CROSS_RANK);
+  rt->cross_size = (int)hvds__param_int(HVDS_PARAM_CROSS_SIZE);
+  snprintf(rt->job, sizeof(rt->job), "%s", hvds__param_str(HVDS_PARAM_JOB_ID));
   const char* addr = hvds__param_str(HVDS_PARAM_RENDEZVOUS_ADDR);
   int port = (int)hvds__param_int(HVDS_PARAM_RENDEZVOUS_PORT);
   const char* host = hvds__param_str(HVDS_PARAM_HOSTNAME);
@@ -258,38 +254,40 @@ hvds_result_t hvds__bootstrap(void) {
   hvds__launch_env_read(&env);
   int engine = env.engine != HVDS_ENGINE_NONE && env.engine != HVDS_ENGINE_HVDSPARSE;
   if (engine) {
-    adopt_engine_identity(&env);
+    adopt_engine_identity(rt, &env);
     host = env.host;
   }
-  if (rt.size < 1 || rt.rank < 0 || rt.rank >= rt.size)
-    return hvds__set_error(HVDS_INVALID_ARGUMENT, "invalid rank %d for size %d", rt.rank, rt.size);
-  hvds__log_set_rank(rt.rank);
-  hvds_result_t rc = engine ? open_self_served_store(&env, &addr, &port) : HVDS_SUCCESS;
-  if (rc == HVDS_SUCCESS && rt.size == 1 && addr == NULL) {
-    rt.world = self_create();
-    rc = rt.world ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;
+  if (rt->size < 1 || rt->rank < 0 || rt->rank >= rt->size)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT, "invalid rank %d for size %d", rt->rank,
+                           rt->size);
+  hvds__log_set_rank(rt->rank);
+  hvds_result_t rc = engine ? open_self_served_store(rt, &env, &addr, &port) : HVDS_SUCCESS;
+  if (rc == HVDS_SUCCESS && rt->size == 1 && addr == NULL) {
+    rt->world = self_create();
+    rc = rt->world ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;
   } else if (rc == HVDS_SUCCESS) {
-    rc = connect_world(addr, port);
+    rc = connect_world(rt, addr, port);
   }
-  if (rc == HVDS_SUCCESS && engine) rc = fill_engine_topology(&env);
-  if (rc == HVDS_SUCCESS && rt.size > 1) rc = build_groups(host);
-  if (rc == HVDS_SUCCESS) rc = hvds__hier_setup(host); /* binding, shared memory, hierarchy */
-  if (rc == HVDS_SUCCESS && rt.size == 1) {
-    rt.homogeneous = 1;
+  if (rc == HVDS_SUCCESS && engine) rc = fill_engine_topology(rt, &env);
+  if (rc == HVDS_SUCCESS && rt->size > 1) rc = build_groups(rt, host);
+  if (rc == HVDS_SUCCESS) rc = hvds__hier_setup(rt, host); /* binding, shared memory, hierarchy */
+  if (rc == HVDS_SUCCESS && rt->size == 1) {
+    rt->homogeneous = 1;
     int zero = 0;
-    rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_LOCAL, &rt.local);
-    if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_CROSS, &rt.cross);
+    rc = hvds__p2p_sub_create(rt->world, &zero, 1, HVDS_SPACE_LOCAL, &rt->local);
+    if (rc == HVDS_SUCCESS)
+      rc = hvds__p2p_sub_create(rt->world, &zero, 1, HVDS_SPACE_CROSS, &rt->cross);
   }
-  if (rc != HVDS_SUCCESS) hvds__bootstrap_teardown();
+  if (rc != HVDS_SUCCESS) hvds__bootstrap_teardown(rt);
   return rc;
 }
 
-void hvds__bootstrap_teardown(void) {
-  hvds__p2p_destroy(rt.local);
-  hvds__p2p_destroy(rt.cross);
-  hvds__p2p_destroy(rt.world);
-  rt.local = rt.cross = rt.world = NULL;
-  close_self_served_store();
-  hvds__store_close(rt.store);
-  rt.store = NULL;
+void hvds__bootstrap_teardown(hvds_runtime_t* rt) {
+  hvds__p2p_destroy(rt->local);
+  hvds__p2p_destroy(rt->cross);
+  hvds__p2p_destroy(rt->world);
+  rt->local = rt->cross = rt->world = NULL;
+  close_self_served_store(rt);
+  hvds__store_close(rt->store);
+  rt->store = NULL;
 }

@@ -3,7 +3,7 @@
 #ifndef HVDS_BOOTSTRAP_H_
 #define HVDS_BOOTSTRAP_H_
 
-#include "hvdsparse.h"
+#include "state.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -11,9 +11,9 @@ extern "C" {
 
 /* Fills rt's identity, store, world/local/cross communicators. On failure cleans up and
  * records the message with hvds__set_error. */
-hvds_result_t hvds__bootstrap(void);
+hvds_result_t hvds__bootstrap(hvds_runtime_t* rt);
 /* Closes what bootstrap opened. */
-void hvds__bootstrap_teardown(void);
+void hvds__bootstrap_teardown(hvds_runtime_t* rt);
 
 #ifdef __cplusplus
 }

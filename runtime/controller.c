@@ -6,17 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "check.h"
 #include "collectives.h"
 #include "fusion.h"
-#include "hierarchy.h"
 #include "lane.h"
 #include "log.h"
 #include "p2p.h"
+#include "process_set.h"
 #include "reduce.h"
-#include "shm_p2p.h"
 #include "sparse_rt.h"
-
-#define rt hvds__rt
 
 /* Flag bits of word 0 are inverted ("1 = not the case") so that AND yields "any rank". */
 #define FLAG_NO_SHUTDOWN 1ull
@@ -24,6 +23,9 @@
 #define FLAG_NO_INVALID 4ull
 #define FLAG_NO_PENDING 8ull /* this rank has nothing queued or waiting */
 #define FLAG_NO_JOINED 16ull
+
+/* The bit vectors of caches up to this many slots (the default capacity) live on the stack. */
+#define STACK_CACHE_SLOTS 1024
 
 static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_request_t* r) {
   memset(r, 0, sizeof(*r));
@@ -55,24 +57,13 @@ static hvds_cache_state_t classify(const hvds_pset_t* s, const hvds_entry_t* e, 
   return hvds__cache_lookup(&s->cache, r, bit);
 }
 
-static uint64_t next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
-
-static hvds_result_t bit_allreduce(hvds_pset_t* s, uint64_t* v, size_t words,
-                                   hvds_reduce_op_t op) {
-  /* Every rank on one host: the words meet in the shared segment, one synchronisation instead
-   * of log2(P) rounds of messages (the cycle's owner runs the segment's collectives in order). */
-  if (s->comm == rt.world && rt.hier_mode == HVDS_HIER_SHM_WORLD)
-    return hvds__shm_agree(s->comm, v, words, HVDS_INT64, op);
-  hvds_coll_opts_t o = {next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  return hvds__allreduce(s->comm, v, words, HVDS_INT64, op, &o);
-}
-
 /* Moves newly queued entries into the pending table. */
 static void pop_queue(hvds_pset_t* s) {
-  pthread_mutex_lock(&rt.qmu);
+  hvds_runtime_t* rt = s->rt;
+  pthread_mutex_lock(&rt->qmu);
   hvds_entry_t* e = s->q_head;
   s->q_head = s->q_tail = NULL;
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_unlock(&rt->qmu);
   while (e) {
     hvds_entry_t* next = e->next;
     e->next = NULL;
@@ -86,96 +77,107 @@ static void pop_queue(hvds_pset_t* s) {
 /* Whether this rank has anything queued or waiting. For the global set every set counts, so
  * the global flags tell every rank whether the whole job is idle. */
 static int has_work(const hvds_pset_t* s) {
+  hvds_runtime_t* rt = s->rt;
   if (s->pending.count || s->joined) return 1;
   if (s->id != 0) return 0;
   int any = 0;
-  pthread_mutex_lock(&rt.qmu);
-  for (int32_t id = 0; id < rt.next_ps_id && !any; id++) { /* every set's id is below */
-    const hvds_pset_t* o = rt.psets[id];
+  pthread_mutex_lock(&rt->qmu);
+  for (int32_t id = 0; id < rt->next_ps_id && !any; id++) { /* every set's id is below */
+    const hvds_pset_t* o = rt->psets[id];
     any = o && (o->q_head || o->pending.count || o->joined);
   }
-  pthread_mutex_unlock(&rt.qmu);
+  pthread_mutex_unlock(&rt->qmu);
   return any;
+}
+
+/* Slow path, steps 1 and 2: every rank's encoded requests (b) to the set's rank 0, their lengths
+ * first. On rank 0 *all holds them back to back, rank r's sizes[r] bytes; elsewhere *all stays
+ * NULL. */
+static hvds_result_t gather_requests(hvds_pset_t* s, const hvds_buf_t* b, uint8_t** all,
+                                     size_t* sizes) {
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  uint64_t* lens = calloc((size_t)s->n, sizeof(uint64_t));
+  if (lens == NULL) return HVDS_SYSTEM_ERROR;
+  for (int32_t r = 0; r < s->n; r++) sizes[r] = sizeof(uint64_t);
+  uint64_t my_len = b->len;
+  lens[s->my_rank] = my_len;
+  hvds_result_t rc = hvds__gatherv(s->comm, &my_len, lens, sizes, 0, &o);
+  if (rc == HVDS_SUCCESS && s->my_rank == 0) {
+    size_t total = 0;
+    for (int32_t r = 0; r < s->n; r++) total += (sizes[r] = (size_t)lens[r]);
+    *all = malloc(total ? total : 1);
+    if (*all == NULL) rc = HVDS_SYSTEM_ERROR;
+  } else {
+    sizes[s->my_rank] = b->len;
+  }
+  free(lens);
+  o.tag = hvds__next_tag(s);
+  if (rc == HVDS_SUCCESS) rc = hvds__gatherv(s->comm, b->data, *all, sizes, 0, &o);
+  return rc;
+}
+
+/* Slow path, step 3, at the set's rank 0: the table takes every rank's requests and answers with
+ * the responses of the tensors every rank has now asked for, the stall inspector's errors among
+ * them, encoded into rb. A malformed message is dropped (its rank then shows as stalled). */
+static hvds_result_t decide(hvds_pset_t* s, const uint8_t* all, const size_t* sizes,
+                            hvds_buf_t* rb) {
+  hvds_response_t* resps = NULL;
+  int32_t nresps = 0, cap = 0;
+  hvds_result_t rc = HVDS_SUCCESS;
+  size_t off = 0;
+  for (int32_t r = 0; r < s->n && rc == HVDS_SUCCESS; off += sizes[r], r++) {
+    hvds_request_t* reqs = NULL;
+    int32_t n = 0, flags = 0;
+    if (hvds__decode_requests(all + off, sizes[r], &reqs, &n, &flags) != HVDS_SUCCESS) {
+      HVDS_ERROR("malformed negotiation message from rank %d (%zu bytes) dropped", s->ranks[r],
+                 sizes[r]);
+      continue;
+    }
+    for (int32_t i = 0; i < n; i++) reqs[i].rank = r; /* trust the transport, not the bytes */
+    rc = hvds__table_add(s, reqs, n, &resps, &nresps, &cap);
+    for (int32_t i = 0; i < n; i++) hvds__request_free(&reqs[i]);
+    free(reqs);
+  }
+  if (rc == HVDS_SUCCESS) rc = hvds__table_finish(s, &resps, &nresps, &cap);
+  if (rc == HVDS_SUCCESS) hvds__stall_check(s, &resps, &nresps, &cap);
+  if (rc == HVDS_SUCCESS) hvds__encode_responses(rb, resps, nresps, 0);
+  if (rb->oom) rc = HVDS_SYSTEM_ERROR;
+  for (int32_t i = 0; i < nresps; i++) hvds__response_free(&resps[i]);
+  free(resps);
+  return rc;
+}
+
+/* Slow path, step 4: rank 0's encoded responses (rb) to every rank, their length first. */
+static hvds_result_t broadcast_responses(hvds_pset_t* s, hvds_buf_t* rb) {
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  uint64_t rlen = rb->len;
+  HVDS_CHECK(hvds__broadcast(s->comm, &rlen, sizeof rlen, 0, &o));
+  if (s->my_rank != 0) {
+    rb->data = malloc(rlen ? rlen : 1);
+    if (rb->data == NULL) return HVDS_SYSTEM_ERROR;
+    rb->len = rb->cap = rlen;
+  }
+  o.tag = hvds__next_tag(s);
+  return hvds__broadcast(s->comm, rb->data, rlen, 0, &o);
 }
 
 /* Exchanges requests with the set's rank 0 and returns the responses it decided. */
 static hvds_result_t slow_path(hvds_pset_t* s, hvds_request_t* mine, int32_t nmine,
                                hvds_response_t** out, int32_t* nout) {
-  hvds_buf_t b = {0};
+  hvds_buf_t b = {0}, rb = {0};
   hvds__encode_requests(&b, mine, nmine, 0);
-  if (b.oom) return HVDS_SYSTEM_ERROR;
-  hvds_result_t rc = HVDS_SUCCESS;
-  hvds_coll_opts_t o = {0, HVDS_ALGO_AUTO, 0, 0};
-  size_t* sizes = calloc((size_t)s->n, sizeof(size_t));
   uint8_t* all = NULL;
-  hvds_response_t* resps = NULL;
-  int32_t nresps = 0, cap = 0;
-  hvds_buf_t rb = {0};
-  if (sizes == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
-  /* Step 1: request sizes to rank 0. */
-  uint64_t my_len = b.len;
-  uint64_t* lens = calloc((size_t)s->n, sizeof(uint64_t));
-  if (lens == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
-  for (int32_t r = 0; r < s->n; r++) sizes[r] = 8;
-  lens[s->my_rank] = my_len;
-  o.tag = next_tag(s);
-  rc = hvds__gatherv(s->comm, &my_len, lens, sizes, 0, &o);
-  if (rc == HVDS_SUCCESS && s->my_rank == 0) {
-    size_t total = 0;
-    for (int32_t r = 0; r < s->n; r++) total += (sizes[r] = (size_t)lens[r]);
-    all = malloc(total ? total : 1);
-    if (all == NULL) rc = HVDS_SYSTEM_ERROR;
-  } else {
-    sizes[s->my_rank] = b.len;
+  size_t* sizes = calloc((size_t)s->n, sizeof(size_t));
+  hvds_result_t rc = b.oom || sizes == NULL ? HVDS_SYSTEM_ERROR : HVDS_SUCCESS;
+  if (rc == HVDS_SUCCESS) rc = gather_requests(s, &b, &all, sizes);
+  if (rc == HVDS_SUCCESS && s->my_rank == 0) rc = decide(s, all, sizes, &rb);
+  if (rc == HVDS_SUCCESS) rc = broadcast_responses(s, &rb);
+  if (rc == HVDS_SUCCESS) {
+    int32_t flags;
+    rc = hvds__decode_responses(rb.data, rb.len, out, nout, &flags);
+    if (rc != HVDS_SUCCESS)
+      snprintf(s->comm->error, sizeof(s->comm->error), "malformed response list");
   }
-  free(lens);
-  /* Step 2: the requests themselves. */
-  o.tag = next_tag(s);
-  if (rc == HVDS_SUCCESS) rc = hvds__gatherv(s->comm, b.data, all, sizes, 0, &o);
-  if (rc != HVDS_SUCCESS) goto done;
-  if (s->my_rank == 0) {
-    size_t off = 0;
-    for (int32_t r = 0; r < s->n && rc == HVDS_SUCCESS; r++) {
-      hvds_request_t* reqs = NULL;
-      int32_t n = 0, flags = 0;
-      if (hvds__decode_requests(all + off, sizes[r], &reqs, &n, &flags) != HVDS_SUCCESS) {
-        HVDS_ERROR("malformed negotiation message from rank %d (%zu bytes) dropped", s->ranks[r],
-                   sizes[r]);
-      } else {
-        for (int32_t i = 0; i < n; i++) reqs[i].rank = r; /* trust the transport, not the bytes */
-        rc = hvds__table_add(s, reqs, n, &resps, &nresps, &cap);
-        for (int32_t i = 0; i < n; i++) hvds__request_free(&reqs[i]);
-        free(reqs);
-      }
-      off += sizes[r];
-    }
-    if (rc == HVDS_SUCCESS) rc = hvds__table_finish(s, &resps, &nresps, &cap);
-    if (rc == HVDS_SUCCESS) hvds__stall_check(s, &resps, &nresps, &cap);
-    if (rc == HVDS_SUCCESS) hvds__encode_responses(&rb, resps, nresps, 0);
-    if (rb.oom) rc = HVDS_SYSTEM_ERROR;
-    for (int32_t i = 0; i < nresps; i++) hvds__response_free(&resps[i]);
-    free(resps);
-    resps = NULL;
-    nresps = 0;
-    if (rc != HVDS_SUCCESS) goto done;
-  }
-  /* Step 3: broadcast the decision. */
-  uint64_t rlen = rb.len;
-  o.tag = next_tag(s);
-  rc = hvds__broadcast(s->comm, &rlen, 8, 0, &o);
-  if (rc != HVDS_SUCCESS) goto done;
-  if (s->my_rank != 0) {
-    rb.data = malloc(rlen ? rlen : 1);
-    rb.len = rb.cap = rlen;
-    if (rb.data == NULL) { rc = HVDS_SYSTEM_ERROR; goto done; }
-  }
-  o.tag = next_tag(s);
-  rc = hvds__broadcast(s->comm, rb.data, rlen, 0, &o);
-  if (rc != HVDS_SUCCESS) goto done;
-  int32_t flags;
-  rc = hvds__decode_responses(rb.data, rb.len, out, nout, &flags);
-  if (rc != HVDS_SUCCESS) snprintf(s->comm->error, sizeof(s->comm->error), "malformed response list");
-done:
   free(sizes);
   free(all);
   hvds__buf_free(&b);
@@ -189,7 +191,8 @@ static size_t lane_at(const hvds_pset_t* s) { return 1 + ((size_t)s->cache.cap +
 /* Sets this rank's bit vector: a bit per cached tensor it has ready, the flags in word 0, and in
  * inv the slots whose cached parameters no longer match. */
 static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t* inv) {
-  double stall = rt.stall_check_s;
+  hvds_runtime_t* rt = s->rt;
+  double stall = rt->stall_check_s;
   double now = hvds__now();
   int uncached = 0, invalid = 0;
   memset(s->bit_entry, 0, (size_t)s->cache.cap * sizeof(*s->bit_entry));
@@ -216,8 +219,7 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   /* The set's rank 0 forces a slow path now and then while tensors wait, so that the stall
    * inspector runs and its verdict reaches every rank. */
   if (s->my_rank == 0 && s->table.count > 0 &&
-      now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) &&
-      !rt.stall_check_disabled)
+      now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) && !rt->stall_check_disabled)
     uncached = 1;
   if (s->joined) /* a joined rank agrees to every cached allreduce and contributes zeros */
     for (int32_t b = 0; b < s->cache.cap; b++) {
@@ -232,9 +234,9 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
 
 /* One AND across ranks (and an OR of invalid slots, erased everywhere, when any rank has one). */
 static hvds_result_t agree(hvds_pset_t* s, uint64_t* v, uint64_t* inv, size_t words) {
-  hvds_result_t rc = bit_allreduce(s, v, words, HVDS_REDUCE_BAND);
+  hvds_result_t rc = hvds__backend_agree(s, v, words, HVDS_REDUCE_BAND);
   if (rc != HVDS_SUCCESS || (v[0] & FLAG_NO_INVALID)) return rc;
-  rc = bit_allreduce(s, inv, words, HVDS_REDUCE_BOR);
+  rc = hvds__backend_agree(s, inv, words, HVDS_REDUCE_BOR);
   if (rc != HVDS_SUCCESS) return rc;
   for (int32_t b = 0; b < s->cache.cap; b++)
     if (inv[1 + b / 64] & (1ull << (b % 64))) {
@@ -260,8 +262,9 @@ static int joins_bucket(const hvds_response_t* r, const hvds_cache_entry_t* ce) 
  * fuse goes into one response as it is found (what the fusion planner would make of the run),
  * sparing a response, its copies and its merge per tensor. */
 static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* out) {
+  hvds_runtime_t* rt = s->rt;
   int32_t bucket = -1; /* index in out of the allreduce bucket a run extends */
-  int64_t bucket_bytes = 0, threshold = rt.fusion_threshold;
+  int64_t bucket_bytes = 0, threshold = rt->fusion_threshold;
   for (int32_t b = 0; b < s->cache.cap; b++) {
     if (!(v[1 + b / 64] & (1ull << (b % 64)))) continue;
     const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
@@ -327,6 +330,7 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
 
 hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t** out,
                               int32_t* nout, int* shutdown) {
+  hvds_runtime_t* rt = s->rt;
   *out = NULL;
   *nout = 0;
   *shutdown = 0;
@@ -334,7 +338,7 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   pop_queue(s);
 
   const size_t words = lane_at(s) + HVDS_LANE_WORDS;
-  uint64_t stackv[2 * (17 + HVDS_LANE_WORDS)];
+  uint64_t stackv[2 * (1 + STACK_CACHE_SLOTS / 64 + HVDS_LANE_WORDS)];
   uint64_t* v = words * 2 <= sizeof stackv / sizeof *stackv ? stackv : calloc(words * 2, sizeof(uint64_t));
   if (v == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* inv = v + words;
@@ -357,7 +361,7 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   HVDS_TRACE("set %d cycle: %zu pending, %d responses, slow path %d, %.3f ms", s->id,
              s->pending.count, resps.n, !(v[0] & FLAG_NO_UNCACHED), (hvds__now() - t_start) * 1e3);
   if (rc == HVDS_SUCCESS &&
-      hvds__fuse_responses(resps.items, resps.n, rt.fusion_threshold, out, nout) != 0)
+      hvds__fuse_responses(resps.items, resps.n, rt->fusion_threshold, out, nout) != 0)
     rc = HVDS_SYSTEM_ERROR;
   if (rc == HVDS_SUCCESS) {
     free(resps.items); /* items moved into *out */

@@ -1,7 +1,7 @@
 /* One negotiation-and-execution cycle, and which thread runs it. The coordinator thread runs
  * cycles by default; a thread blocked in hvds_wait() may run a due cycle itself while no other
  * thread owns it, saving the hand-offs from the caller to the coordinator and back. Ownership
- * is taken and given back under rt.qmu, so the fields that state.h marks "coord" are touched by
+ * is taken and given back under rt->qmu, so the fields that state.h marks "coord" are touched by
  * one thread at a time. */
 #include "cycle.h"
 
@@ -17,67 +17,65 @@
 #include "thread_priority.h"
 #include "timeline.h"
 
-#define rt hvds__rt
-
 /* Whether a cycle should run now: local work, a stop, or the cycle time passed since the
  * latest cycle, whichever thread ran it. */
-static int due_locked(double now) {
-  return rt.wake || atomic_load(&rt.shutdown_requested) ||
-         now >= rt.last_cycle_start + rt.cycle_ms / 1000.0;
+static int due_locked(hvds_runtime_t* rt, double now) {
+  return rt->wake || atomic_load(&rt->shutdown_requested) ||
+         now >= rt->last_cycle_start + rt->cycle_ms / 1000.0;
 }
 
-int hvds__cycle_acquire(hvds_cycle_runner_t who, double* next, int* result) {
-  pthread_mutex_lock(&rt.qmu);
+int hvds__cycle_acquire(hvds_runtime_t* rt, hvds_cycle_runner_t who, double* next, int* result) {
+  pthread_mutex_lock(&rt->qmu);
   double now = hvds__now();
-  *result = rt.cycle_result;
-  int took = *result == 0 && !rt.cycle_owned && due_locked(now) &&
-             (who == HVDS_CYCLE_COORDINATOR ||
-              (rt.caller_runs && !atomic_load(&rt.shutdown_requested)));
+  *result = rt->cycle_result;
+  int took =
+      *result == 0 && !rt->cycle_owned && due_locked(rt, now) &&
+      (who == HVDS_CYCLE_COORDINATOR || (rt->caller_runs && !atomic_load(&rt->shutdown_requested)));
   if (took) {
-    // Atomic stores: grace_for_callers() reads both without qmu.
-    __atomic_store_n(&rt.cycle_owned, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&rt.wake, 0, __ATOMIC_RELEASE); /* the queues are read after this point */
-    rt.last_cycle_start = now;
+    // Atomic stores: grace_for_callers(rt) reads both without qmu.
+    __atomic_store_n(&rt->cycle_owned, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&rt->wake, 0, __ATOMIC_RELEASE); /* the queues are read after this point */
+    rt->last_cycle_start = now;
   }
   /* Someone else's cycle may run long: look again a cycle time from now, not from its start. */
-  *next = rt.cycle_owned && !took ? now + rt.cycle_ms / 1000.0
-                                   : rt.last_cycle_start + rt.cycle_ms / 1000.0;
-  pthread_mutex_unlock(&rt.qmu);
+  *next = rt->cycle_owned && !took ? now + rt->cycle_ms / 1000.0
+                                   : rt->last_cycle_start + rt->cycle_ms / 1000.0;
+  pthread_mutex_unlock(&rt->qmu);
   return took;
 }
 
-double hvds__cycle_release(int result, int due_now) {
-  pthread_mutex_lock(&rt.qmu);
-  __atomic_store_n(&rt.cycle_owned, 0, __ATOMIC_RELEASE);
-  if (due_now) rt.last_cycle_start = 0;
-  if (result != 0 && rt.cycle_result == 0) rt.cycle_result = result;
+double hvds__cycle_release(hvds_runtime_t* rt, int result, int due_now) {
+  pthread_mutex_lock(&rt->qmu);
+  __atomic_store_n(&rt->cycle_owned, 0, __ATOMIC_RELEASE);
+  if (due_now) rt->last_cycle_start = 0;
+  if (result != 0 && rt->cycle_result == 0) rt->cycle_result = result;
   /* Work that arrived meanwhile, or the end of the loop: the coordinator must look now. */
-  if (rt.wake || result != 0) hvds__coord_wake_locked();
-  double next = rt.last_cycle_start + rt.cycle_ms / 1000.0;
-  pthread_mutex_unlock(&rt.qmu);
+  if (rt->wake || result != 0) hvds__coord_wake_locked(rt);
+  double next = rt->last_cycle_start + rt->cycle_ms / 1000.0;
+  pthread_mutex_unlock(&rt->qmu);
   return next;
 }
 
-void hvds__cycle_end(int result) {
-  pthread_mutex_lock(&rt.qmu);
-  if (rt.cycle_result == 0) rt.cycle_result = result;
-  pthread_mutex_unlock(&rt.qmu);
+void hvds__cycle_end(hvds_runtime_t* rt, int result) {
+  pthread_mutex_lock(&rt->qmu);
+  if (rt->cycle_result == 0) rt->cycle_result = result;
+  pthread_mutex_unlock(&rt->qmu);
 }
 
 /* Applies hvds_start_timeline / hvds_stop_timeline requests on the owner's thread. */
-static void timeline_requests(void) {
-  pthread_mutex_lock(&rt.qmu);
-  char* path = rt.timeline_request;
-  int pending = rt.timeline_pending, marks = rt.timeline_request_marks;
-  rt.timeline_request = NULL;
-  rt.timeline_pending = 0;
-  pthread_mutex_unlock(&rt.qmu);
+static void timeline_requests(hvds_runtime_t* rt) {
+  pthread_mutex_lock(&rt->qmu);
+  char* path = rt->timeline_request;
+  int pending = rt->timeline_pending, marks = rt->timeline_request_marks;
+  rt->timeline_request = NULL;
+  rt->timeline_pending = 0;
+  pthread_mutex_unlock(&rt->qmu);
   if (!pending) return;
-  hvds__timeline_close(rt.timeline);
-  rt.timeline = NULL;
-  if (path && path[0] && rt.rank == 0) {
+  hvds__timeline_close(rt->timeline);
+  rt->timeline = NULL;
+  if (path && path[0] && rt->rank == 0) {
     char err[256];
-    if (hvds__timeline_open(path, marks, &rt.timeline, err, sizeof(err)) != HVDS_SUCCESS)
+    if (hvds__timeline_open(path, marks, &rt->timeline, err, sizeof(err)) != HVDS_SUCCESS)
       HVDS_WARN("timeline not started: %s", err);
   }
   free(path);
@@ -94,11 +92,11 @@ static double allreduce_bytes(const hvds_response_t* r, int32_t n) {
   return bytes;
 }
 
-static int handle_done(hvds_handle_t id) {
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+static int handle_done(hvds_runtime_t* rt, hvds_handle_t id) {
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   int done = h == NULL || h->done;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return done;
 }
 
@@ -107,9 +105,10 @@ static int handle_done(hvds_handle_t id) {
  * failure. */
 static hvds_result_t execute_from(hvds_pset_t* s, hvds_response_t* resps, int32_t n,
                                   int32_t* next, hvds_handle_t awaited) {
+  hvds_runtime_t* rt = s->rt;
   hvds_result_t rc = HVDS_SUCCESS;
   while (*next < n) {
-    if (rc == HVDS_SUCCESS && awaited && *next > 0 && handle_done(awaited)) return rc;
+    if (rc == HVDS_SUCCESS && awaited && *next > 0 && handle_done(rt, awaited)) return rc;
     if (rc == HVDS_SUCCESS) rc = hvds__execute(s, &resps[*next]);
     hvds__response_free(&resps[*next]);
     ++*next;
@@ -118,22 +117,22 @@ static hvds_result_t execute_from(hvds_pset_t* s, hvds_response_t* resps, int32_
 }
 
 /* Keeps the responses of set id from next on for the next owner of the cycle. */
-static void leave_rest(int32_t id, hvds_response_t* resps, int32_t n, int32_t next,
-                       double tuned_bytes) {
-  rt.rest.tuned_bytes = tuned_bytes;
-  rt.rest.resps = resps;
-  rt.rest.n = n;
-  rt.rest.next = next;
-  rt.rest.set_id = id;
-  __atomic_store_n(&rt.rest_pending, 1, __ATOMIC_RELEASE);
+static void leave_rest(hvds_runtime_t* rt, int32_t id, hvds_response_t* resps, int32_t n,
+                       int32_t next, double tuned_bytes) {
+  rt->rest.tuned_bytes = tuned_bytes;
+  rt->rest.resps = resps;
+  rt->rest.n = n;
+  rt->rest.next = next;
+  rt->rest.set_id = id;
+  __atomic_store_n(&rt->rest_pending, 1, __ATOMIC_RELEASE);
 }
 
-void hvds__cycle_drop_rest(void) {
-  for (int32_t i = rt.rest.next; rt.rest.resps && i < rt.rest.n; i++)
-    hvds__response_free(&rt.rest.resps[i]);
-  free(rt.rest.resps);
-  memset(&rt.rest, 0, sizeof(rt.rest));
-  __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
+void hvds__cycle_drop_rest(hvds_runtime_t* rt) {
+  for (int32_t i = rt->rest.next; rt->rest.resps && i < rt->rest.n; i++)
+    hvds__response_free(&rt->rest.resps[i]);
+  free(rt->rest.resps);
+  memset(&rt->rest, 0, sizeof(rt->rest));
+  __atomic_store_n(&rt->rest_pending, 0, __ATOMIC_RELEASE);
 }
 
 /* Whether the next cycle is due at once. A rank whose entries are still pending after a round
@@ -144,20 +143,18 @@ void hvds__cycle_drop_rest(void) {
  * in a row: ranks waiting for tensors their peers have not submitted go back to the cycle time
  * (the next round waits for every peer anyway, so an eager rank does not spin on its own). */
 #define EAGER_ROUNDS_MAX 8
-static int due_again;
-
-static void decide_due_again(int executed) {
-  rt.empty_rounds = executed ? 0 : rt.empty_rounds + 1;
-  due_again = 0;
-  if (rt.empty_rounds > EAGER_ROUNDS_MAX) return;
+static void decide_due_again(hvds_runtime_t* rt, int executed) {
+  rt->empty_rounds = executed ? 0 : rt->empty_rounds + 1;
+  rt->due_again = 0;
+  if (rt->empty_rounds > EAGER_ROUNDS_MAX) return;
   /* The table and the pending maps belong to the cycle's owner: no lock (as in run_sets). */
-  for (int32_t id = 0; id < rt.next_ps_id && !due_again; id++) {
-    const hvds_pset_t* s = rt.psets[id];
-    due_again = s != NULL && s->my_rank >= 0 && s->pending.count > 0;
+  for (int32_t id = 0; id < rt->next_ps_id && !rt->due_again; id++) {
+    const hvds_pset_t* s = rt->psets[id];
+    rt->due_again = s != NULL && s->my_rank >= 0 && s->pending.count > 0;
   }
 }
 
-int hvds__cycle_due_again(void) { return due_again; }
+int hvds__cycle_due_again(hvds_runtime_t* rt) { return rt->due_again; }
 
 static int fail(hvds_pset_t* s, hvds_result_t rc) {
   hvds__record_fault(s, rc);
@@ -168,47 +165,47 @@ static int fail(hvds_pset_t* s, hvds_result_t rc) {
  * operations first, then the sets after the one it stopped in: every rank runs the same
  * collectives in the same order, whichever thread runs them). Returns 0 to go on, 1 to stop,
  * -1 on failure; 2 when it stopped early for awaited and left the rest. */
-static int run_sets(hvds_handle_t awaited) {
+static int run_sets(hvds_runtime_t* rt, hvds_handle_t awaited) {
   int stop = 0, busy = 0, executed = 0;
   double tuned_bytes = 0;
   int32_t first = 0;
-  if (rt.rest.resps) {
-    hvds_pset_t* s = rt.psets[rt.rest.set_id];
-    int32_t next = rt.rest.next;
-    hvds_result_t rc = execute_from(s, rt.rest.resps, rt.rest.n, &next, awaited);
+  if (rt->rest.resps) {
+    hvds_pset_t* s = rt->psets[rt->rest.set_id];
+    int32_t next = rt->rest.next;
+    hvds_result_t rc = execute_from(s, rt->rest.resps, rt->rest.n, &next, awaited);
     if (rc != HVDS_SUCCESS) {
-      rt.rest.next = next;
-      hvds__cycle_drop_rest();
+      rt->rest.next = next;
+      hvds__cycle_drop_rest(rt);
       return fail(s, rc);
     }
-    if (next < rt.rest.n) {
-      rt.rest.next = next;
-      decide_due_again(1);
+    if (next < rt->rest.n) {
+      rt->rest.next = next;
+      decide_due_again(rt, 1);
       return 2;
     }
-    first = rt.rest.set_id + 1;
-    tuned_bytes = rt.rest.tuned_bytes;
-    free(rt.rest.resps);
-    memset(&rt.rest, 0, sizeof(rt.rest));
-    __atomic_store_n(&rt.rest_pending, 0, __ATOMIC_RELEASE);
+    first = rt->rest.set_id + 1;
+    tuned_bytes = rt->rest.tuned_bytes;
+    free(rt->rest.resps);
+    memset(&rt->rest, 0, sizeof(rt->rest));
+    __atomic_store_n(&rt->rest_pending, 0, __ATOMIC_RELEASE);
     busy = 1;
   }
   /* Sets are added and removed only by the cycle's owner (executing a response), so it reads
    * the table without qmu; every set's id is below next_ps_id. */
-  for (int32_t id = first; id < rt.next_ps_id; id++) {
-    hvds_pset_t* s = rt.psets[id];
+  for (int32_t id = first; id < rt->next_ps_id; id++) {
+    hvds_pset_t* s = rt->psets[id];
     if (s == NULL || s->my_rank < 0) continue;
     hvds_response_t* resps = NULL;
     int32_t n = 0, next = 0;
     int shutdown = 0;
-    int want = id == 0 && atomic_load(&rt.shutdown_requested);
+    int want = id == 0 && atomic_load(&rt->shutdown_requested);
     hvds_result_t rc = hvds__negotiate(s, want, &resps, &n, &shutdown);
     if (rc != HVDS_SUCCESS) return fail(s, rc);
     if (id == 0) {
       tuned_bytes = allreduce_bytes(resps, n);
       stop = shutdown;
       busy = s->busy_anywhere;
-      rt.world_epoch++;
+      rt->world_epoch++;
     }
     executed |= n > 0;
     rc = execute_from(s, resps, n, &next, stop ? 0 : awaited);
@@ -217,41 +214,41 @@ static int run_sets(hvds_handle_t awaited) {
       return fail(s, rc);
     }
     if (next < n) {
-      leave_rest(id, resps, n, next, tuned_bytes);
-      decide_due_again(1);
+      leave_rest(rt, id, resps, n, next, tuned_bytes);
+      decide_due_again(rt, 1);
       return 2;
     }
     free(resps);
   }
-  decide_due_again(executed);
-  rt.idle_cycles = busy ? 0 : rt.idle_cycles + 1;
-  hvds_result_t rc = hvds__autotune_cycle(rt.psets[0], rt.last_cycle_start, tuned_bytes);
-  if (rc != HVDS_SUCCESS) return fail(rt.psets[0], rc);
+  decide_due_again(rt, executed);
+  rt->idle_cycles = busy ? 0 : rt->idle_cycles + 1;
+  hvds_result_t rc = hvds__autotune_cycle(rt->psets[0], rt->last_cycle_start, tuned_bytes);
+  if (rc != HVDS_SUCCESS) return fail(rt->psets[0], rc);
   return stop;
 }
 
-int hvds__cycle_run(void) {
-  timeline_requests();
-  if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
-  int r = run_sets(0);
+int hvds__cycle_run(hvds_runtime_t* rt) {
+  timeline_requests(rt);
+  if (rt->timeline && rt->mark_cycles) hvds__timeline_mark_cycle(rt->timeline);
+  int r = run_sets(rt, 0);
   return r == 2 ? 0 : r;
 }
 
-int hvds__cycle_run_as_caller(hvds_handle_t awaited) {
+int hvds__cycle_run_as_caller(hvds_runtime_t* rt, hvds_handle_t awaited) {
   double next;
   int result;
-  if (!hvds__cycle_acquire(HVDS_CYCLE_CALLER, &next, &result)) return 0;
+  if (!hvds__cycle_acquire(rt, HVDS_CYCLE_CALLER, &next, &result)) return 0;
   hvds_priority_saved_t saved; /* the coordinator's work at the coordinator's priority */
-  hvds__priority_lend(__atomic_load_n(&rt.coord_level, __ATOMIC_ACQUIRE), &saved);
-  timeline_requests();
-  if (rt.timeline && rt.mark_cycles) hvds__timeline_mark_cycle(rt.timeline);
-  int r = run_sets(awaited);
+  hvds__priority_lend(__atomic_load_n(&rt->coord_level, __ATOMIC_ACQUIRE), &saved);
+  timeline_requests(rt);
+  if (rt->timeline && rt->mark_cycles) hvds__timeline_mark_cycle(rt->timeline);
+  int r = run_sets(rt, awaited);
   hvds__priority_restore(&saved);
   if (r == 2) { /* the rest is the coordinator's: due at once */
-    pthread_mutex_lock(&rt.qmu);
-    __atomic_store_n(&rt.wake, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&rt.qmu);
+    pthread_mutex_lock(&rt->qmu);
+    __atomic_store_n(&rt->wake, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&rt->qmu);
   }
-  hvds__cycle_release(r == 2 ? 0 : r, r == 0 && due_again);
+  hvds__cycle_release(rt, r == 2 ? 0 : r, r == 0 && rt->due_again);
   return 1;
 }

@@ -5,18 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "collectives.h"
 #include "coordinator.h"
 #include "handle.h"
-#include "hierarchy.h"
 #include "log.h"
 #include "p2p.h"
+#include "process_set.h"
 #include "reduce.h"
 #include "timeline.h"
-
-#define rt hvds__rt
-
-uint64_t hvds__next_tag(hvds_pset_t* s) { return (s->tag_seq++) & ((1ull << 40) - 1); }
 
 void hvds__entry_free(hvds_entry_t* e) {
   if (e == NULL) return;
@@ -26,12 +23,13 @@ void hvds__entry_free(hvds_entry_t* e) {
   free(e);
 }
 
-void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message) {
-  pthread_mutex_lock(&rt.qmu);
-  hvds_pset_t* s = rt.psets[e->process_set];
+void hvds__entry_finish(hvds_runtime_t* rt, hvds_entry_t* e, hvds_result_t status,
+                        const char* message) {
+  pthread_mutex_lock(&rt->qmu);
+  hvds_pset_t* s = rt->psets[e->process_set];
   if (s) hvds__name_map_remove_if(&s->inflight, e->name, e);
-  pthread_mutex_unlock(&rt.qmu);
-  hvds__handle_complete(e->handle, status, message);
+  pthread_mutex_unlock(&rt->qmu);
+  hvds__handle_complete(rt, e->handle, status, message);
   hvds__entry_free(e);
 }
 
@@ -54,16 +52,16 @@ void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* sha
   return p;
 }
 
-void* hvds__fusion_buffer(size_t bytes) {
-  if (bytes > rt.fusion_cap || rt.fusion_buf == NULL) {
+void* hvds__fusion_buffer(hvds_runtime_t* rt, size_t bytes) {
+  if (bytes > rt->fusion_cap || rt->fusion_buf == NULL) {
     size_t cap = bytes ? bytes : 1;  // a collective of zero bytes still needs an address
-    if ((int64_t)cap < rt.fusion_threshold) cap = (size_t)rt.fusion_threshold;
-    void* p = realloc(rt.fusion_buf, cap);
+    if ((int64_t)cap < rt->fusion_threshold) cap = (size_t)rt->fusion_threshold;
+    void* p = realloc(rt->fusion_buf, cap);
     if (p == NULL) return NULL;
-    rt.fusion_buf = p;
-    rt.fusion_cap = cap;
+    rt->fusion_buf = p;
+    rt->fusion_cap = cap;
   }
-  return rt.fusion_buf;
+  return rt->fusion_buf;
 }
 
 double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r) {
@@ -72,24 +70,24 @@ double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r) {
   return f;
 }
 
-void hvds__tl_start(const hvds_response_t* r, const char* args) {
-  if (!rt.timeline) return;
+void hvds__tl_start(hvds_runtime_t* rt, const hvds_response_t* r, const char* args) {
+  if (!rt->timeline) return;
   for (int32_t i = 0; i < r->nnames; i++)
-    hvds__timeline_start(rt.timeline, r->names[i], hvds__msg_type_name(r->type), args);
+    hvds__timeline_start(rt->timeline, r->names[i], hvds__msg_type_name(r->type), args);
 }
 
-void hvds__tl_activity(const hvds_response_t* r, const char* activity) {
-  if (!rt.timeline) return;
+void hvds__tl_activity(hvds_runtime_t* rt, const hvds_response_t* r, const char* activity) {
+  if (!rt->timeline) return;
   for (int32_t i = 0; i < r->nnames; i++) {
     if (activity)
-      hvds__timeline_activity_start(rt.timeline, r->names[i], activity);
+      hvds__timeline_activity_start(rt->timeline, r->names[i], activity);
     else
-      hvds__timeline_activity_end(rt.timeline, r->names[i]);
+      hvds__timeline_activity_end(rt->timeline, r->names[i]);
   }
 }
 
-void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x) {
-  if (!rt.timeline) return;
+void hvds__tl_end(hvds_runtime_t* rt, const hvds_response_t* r, hvds_exec_t* x) {
+  if (!rt->timeline) return;
   for (int32_t i = 0; i < r->nnames; i++) {
     char shape[256] = "[]";
     hvds_entry_t* e = x->entries[i];
@@ -100,30 +98,30 @@ void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x) {
                                 (long long)e->input.shape[d]);
       if (off < sizeof(shape)) snprintf(shape + off, sizeof(shape) - off, "]");
     }
-    hvds__timeline_end(rt.timeline, r->names[i], hvds_dtype_name((hvds_dtype_t)r->dtype), shape);
+    hvds__timeline_end(rt->timeline, r->names[i], hvds_dtype_name((hvds_dtype_t)r->dtype), shape);
   }
 }
 
 /* Completes every entry of x with one lock round per table and one wake-up. */
-static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
+static void finish_all(hvds_runtime_t* rt, hvds_exec_t* x, hvds_result_t status, const char* msg) {
   hvds_handle_rec_t* stack[64];
   hvds_handle_rec_t** hs = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof(*hs));
   if (hs == NULL) { /* fall back to one at a time */
     for (int32_t i = 0; i < x->n; i++)
-      if (x->entries[i]) hvds__entry_finish(x->entries[i], status, msg);
+      if (x->entries[i]) hvds__entry_finish(rt, x->entries[i], status, msg);
     memset(x->entries, 0, (size_t)x->n * sizeof(x->entries[0]));
     return;
   }
-  pthread_mutex_lock(&rt.qmu);
+  pthread_mutex_lock(&rt->qmu);
   for (int32_t i = 0; i < x->n; i++) {
     hvds_entry_t* e = x->entries[i];
     hs[i] = e ? e->handle : NULL;
     if (e == NULL) continue;
-    hvds_pset_t* s = rt.psets[e->process_set];
+    hvds_pset_t* s = rt->psets[e->process_set];
     if (s) hvds__name_map_remove_if(&s->inflight, e->name, e);
   }
-  pthread_mutex_unlock(&rt.qmu);
-  hvds__handle_complete_many(hs, x->n, status, msg);
+  pthread_mutex_unlock(&rt->qmu);
+  hvds__handle_complete_many(rt, hs, x->n, status, msg);
   for (int32_t i = 0; i < x->n; i++) {
     hvds_entry_t* e = x->entries[i];
     hvds__entry_free(e);
@@ -134,70 +132,75 @@ static void finish_all(hvds_exec_t* x, hvds_result_t status, const char* msg) {
 
 /* Ring segment: the knob when set, else the ops' rule for the link measured at init (identical
  * on every rank: rank 0's probe is broadcast). */
-size_t hvds__ring_chunk(size_t bytes, int nranks) {
-  if (rt.ring_chunk_bytes > 0) return (size_t)rt.ring_chunk_bytes;
-  return hvds__coll_ring_segment(bytes, nranks, rt.net_beta);
+size_t hvds__ring_chunk(hvds_runtime_t* rt, size_t bytes, int nranks) {
+  if (rt->ring_chunk_bytes > 0) return (size_t)rt->ring_chunk_bytes;
+  return hvds__coll_ring_segment(bytes, nranks, rt->net_beta);
 }
 
-/* A fused allreduce straight through the host's shared segment: every tensor is copied from
- * its input into the segment and from there to its output, with no fusion buffer between. */
-static hvds_result_t allreduce_pieces(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+/* A fused allreduce by a backend that moves each tensor from its input to its output itself
+ * (the host's shared segment), with no fusion buffer between. */
+static hvds_result_t allreduce_pieces(const hvds_backend_t* be, hvds_pset_t* s, hvds_response_t* r,
+                                      hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   hvds_dtype_t dt = (hvds_dtype_t)r->dtype;
   size_t esz = hvds_dtype_size(dt);
-  hvds_shm_piece_t stack[64], *pc = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof *pc);
+  hvds_coll_piece_t stack[64], *pc = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof *pc);
   if (pc == NULL) {
-    finish_all(x, HVDS_SYSTEM_ERROR, "out of memory for the fused allreduce's tensor list");
+    finish_all(rt, x, HVDS_SYSTEM_ERROR, "out of memory for the fused allreduce's tensor list");
     return HVDS_SUCCESS; /* as a failed fusion buffer: the other ranks fail in the collective */
   }
   for (int32_t i = 0; i < x->n; i++) {
     hvds_entry_t* e = x->entries[i];  // NULL: this rank joined; it contributes zeros
-    pc[i] = (hvds_shm_piece_t){e ? e->input.data : NULL, e ? e->output.data : NULL,
-                               (size_t)r->sizes[i] * esz};
+    pc[i] = (hvds_coll_piece_t){e ? e->input.data : NULL, e ? e->output.data : NULL,
+                                (size_t)r->sizes[i] * esz};
   }
-  hvds__tl_activity(r, "SHM_ALLREDUCE");
+  hvds__tl_activity(rt, r, "SHM_ALLREDUCE");
   hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
-  hvds_result_t rc = hvds__hier_allreduce_pieces(s, pc, x->n, dt, op);
-  hvds__tl_activity(r, NULL);
+  hvds_result_t rc = be->allreduce_pieces(s, pc, x->n, dt, op);
+  hvds__tl_activity(rt, r, NULL);
   if (pc != stack) free(pc);
   if (rc != HVDS_SUCCESS) return rc;
   double post = hvds__post_factor(s, r);
   for (int32_t i = 0; i < x->n; i++)
     if (x->entries[i]) hvds__scale(x->entries[i]->output.data, (size_t)r->sizes[i], dt, post);
-  hvds__tl_end(r, x);
-  finish_all(x, HVDS_SUCCESS, NULL);
+  hvds__tl_end(rt, r, x);
+  finish_all(rt, x, HVDS_SUCCESS, NULL);
   return HVDS_SUCCESS;
 }
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
-  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt.allreduce_algo, 0, 0};
-  if (rt.rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt.rhd_max_bytes;
-  o.chunk_bytes = hvds__ring_chunk(total * esz, s->n);
-  if (rt.timeline) {
+  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt->allreduce_algo, 0, 0};
+  if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
+  o.chunk_bytes = hvds__ring_chunk(rt, total * esz, s->n);
+  const hvds_backend_t* be = hvds__backend_for(s, r, total * esz);
+  if (rt->timeline) {
     char args[160];
-    snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}",
-             hvds__allreduce_choice(s->comm, total * esz, &o), r->nnames, total * esz);
-    hvds__tl_start(r, args);
+    const char* algo =
+        be == &hvds__backend_flat ? hvds__allreduce_choice(s->comm, total * esz, &o) : be->name;
+    snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}", algo,
+             r->nnames, total * esz);
+    hvds__tl_start(rt, r, args);
   }
 
   void* buf;
   hvds_entry_t* e0 = x->entries[0];
   int single = x->n == 1 && e0 != NULL;
-  if (!single && r->prescale == 1.0 && hvds__hier_segment_only(s))
-    return allreduce_pieces(s, r, x);
+  if (!single && r->prescale == 1.0 && be->allreduce_pieces) return allreduce_pieces(be, s, r, x);
   if (single) {
     /* No fusion copy: reduce in the caller's output. */
     buf = e0->output.data;
     if (buf != e0->input.data && total) memcpy(buf, e0->input.data, total * esz);
   } else {
-    buf = hvds__fusion_buffer(total * esz);
+    buf = hvds__fusion_buffer(rt, total * esz);
     if (buf == NULL) {
-      finish_all(x, HVDS_SYSTEM_ERROR, "out of memory allocating the fusion buffer");
-      return HVDS_SUCCESS; /* other ranks fail in the collective; see note in coordinator */
+      finish_all(rt, x, HVDS_SYSTEM_ERROR, "out of memory allocating the fusion buffer");
+      return HVDS_SUCCESS; /* this rank sits the collective out: the others time out in it */
     }
-    hvds__tl_activity(r, "MEMCPY_IN_FUSION_BUFFER");
+    hvds__tl_activity(rt, r, "MEMCPY_IN_FUSION_BUFFER");
     size_t off = 0;
     for (int32_t i = 0; i < x->n; i++) {
       size_t b = (size_t)r->sizes[i] * esz;
@@ -207,48 +210,48 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
         memset((char*)buf + off, 0, b); /* joined rank contributes zeros */
       off += b;
     }
-    hvds__tl_activity(r, NULL);
+    hvds__tl_activity(rt, r, NULL);
   }
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
-  hvds__tl_activity(r, "GLOO_ALLREDUCE");
+  hvds__tl_activity(rt, r, "GLOO_ALLREDUCE");
   hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
-  hvds_result_t rc = hvds__hier_wanted(s, total * esz)  /* execute_hier.c */
-                         ? hvds__hier_allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o)
-                         : hvds__allreduce(s->comm, buf, total, (hvds_dtype_t)r->dtype, op, &o);
-  hvds__tl_activity(r, NULL);
+  hvds_result_t rc = be->allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o);
+  hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
   if (!single) {
-    hvds__tl_activity(r, "MEMCPY_OUT_FUSION_BUFFER");
+    hvds__tl_activity(rt, r, "MEMCPY_OUT_FUSION_BUFFER");
     size_t off = 0;
     for (int32_t i = 0; i < x->n; i++) {
       size_t b = (size_t)r->sizes[i] * esz;
       if (x->entries[i]) memcpy(x->entries[i]->output.data, (char*)buf + off, b);
       off += b;
     }
-    hvds__tl_activity(r, NULL);
+    hvds__tl_activity(rt, r, NULL);
   }
-  hvds__tl_end(r, x);
-  finish_all(x, HVDS_SUCCESS, NULL);
+  hvds__tl_end(rt, r, x);
+  finish_all(rt, x, HVDS_SUCCESS, NULL);
   return HVDS_SUCCESS;
 }
 
 static hvds_result_t exec_join(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = s->join_entry;
   s->joined = 0;
   s->join_entry = NULL;
   if (e) {
     hvds__name_map_remove(&s->pending, e->name);
-    pthread_mutex_lock(&rt.hmu);
+    pthread_mutex_lock(&rt->hmu);
     e->handle->join_rank = r->last_joined_rank;
-    pthread_mutex_unlock(&rt.hmu);
-    hvds__entry_finish(e, HVDS_SUCCESS, NULL);
+    pthread_mutex_unlock(&rt->hmu);
+    hvds__entry_finish(rt, e, HVDS_SUCCESS, NULL);
   }
   x->entries[0] = NULL;
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* stack[64];
   hvds_exec_t x = {r->nnames <= 64 ? stack : calloc((size_t)r->nnames, sizeof(void*)), r->nnames};
   if (x.entries == NULL) return HVDS_SYSTEM_ERROR;
@@ -258,7 +261,7 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
   hvds_result_t rc = HVDS_SUCCESS;
   switch (r->type) {
     case HVDS_MSG_ERROR:
-      finish_all(&x, HVDS_PRECONDITION_ERROR, r->error);
+      finish_all(rt, &x, HVDS_PRECONDITION_ERROR, r->error);
       break;
     case HVDS_MSG_ALLREDUCE:
       rc = exec_allreduce(s, r, &x);
@@ -280,8 +283,8 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
       break;
     case HVDS_MSG_BARRIER: {
       hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-      rc = hvds__barrier(s->comm, &o);
-      if (rc == HVDS_SUCCESS) finish_all(&x, HVDS_SUCCESS, NULL);
+      rc = hvds__backend_for(s, r, 0)->barrier(s, &o);
+      if (rc == HVDS_SUCCESS) finish_all(rt, &x, HVDS_SUCCESS, NULL);
       break;
     }
     case HVDS_MSG_JOIN:
@@ -294,14 +297,14 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
       rc = hvds__exec_ps_remove(s, r, &x);
       break;
     default:
-      finish_all(&x, HVDS_INTERNAL_ERROR, "unknown response type");
+      finish_all(rt, &x, HVDS_INTERNAL_ERROR, "unknown response type");
   }
   if (rc != HVDS_SUCCESS) {
     /* Communication failed: these entries fail with the transport's message. */
     hvds__record_fault(s, rc);
     char msg[1200];
-    snprintf(msg, sizeof(msg), "%s failed. %s", hvds__msg_type_name(r->type), rt.fatal);
-    finish_all(&x, rc, msg);
+    snprintf(msg, sizeof(msg), "%s failed. %s", hvds__msg_type_name(r->type), rt->fatal);
+    finish_all(rt, &x, rc, msg);
   }
   if (x.entries != stack) free(x.entries);
   return rc;

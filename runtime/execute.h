@@ -1,5 +1,6 @@
 /* Execution of negotiated responses: pack, run the algorithm over the set's communicator,
- * unpack, scale, complete the handles. Coordinator thread only. */
+ * unpack, scale, complete the handles. The cycle's owner only: the coordinator, or a caller that
+ * runs the cycle while it waits (cycle.h). */
 #ifndef HVDS_EXECUTE_H_
 #define HVDS_EXECUTE_H_
 
@@ -19,22 +20,23 @@ typedef struct {
   int32_t n;
 } hvds_exec_t;
 /* Completes and frees an entry. */
-void hvds__entry_finish(hvds_entry_t* e, hvds_result_t status, const char* message);
+void hvds__entry_finish(hvds_runtime_t* rt, hvds_entry_t* e, hvds_result_t status,
+                        const char* message);
 /* Frees an entry that was never queued or is already finished (accepts NULL). */
 void hvds__entry_free(hvds_entry_t* e);
 /* Allocates output i of e's handle with the given shape; NULL on failure (entry completed). */
 void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes);
 /* Ensures the fusion buffer holds at least bytes. */
-void* hvds__fusion_buffer(size_t bytes);
+void* hvds__fusion_buffer(hvds_runtime_t* rt, size_t bytes);
 /* Scale factor to apply after reducing (Average divides by the set size). */
 double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r);
-uint64_t hvds__next_tag(hvds_pset_t* s);
 /* Ring segment for an allreduce of bytes over nranks: the knob, else about a quarter block. */
-size_t hvds__ring_chunk(size_t bytes, int nranks);
+size_t hvds__ring_chunk(hvds_runtime_t* rt, size_t bytes, int nranks);
 /* Timeline helpers: no-ops unless this rank writes a timeline. */
-void hvds__tl_start(const hvds_response_t* r, const char* args);
-void hvds__tl_activity(const hvds_response_t* r, const char* activity); /* NULL ends */
-void hvds__tl_end(const hvds_response_t* r, hvds_exec_t* x);
+void hvds__tl_start(hvds_runtime_t* rt, const hvds_response_t* r, const char* args);
+void hvds__tl_activity(hvds_runtime_t* rt, const hvds_response_t* r,
+                       const char* activity); /* NULL ends */
+void hvds__tl_end(hvds_runtime_t* rt, const hvds_response_t* r, hvds_exec_t* x);
 
 hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "collectives.h"
 #include "execute.h"
 #include "p2p.h"
+#include "process_set.h"
 #include "reduce.h"
-
-#define rt hvds__rt
 
 /* Elements in one row (every dimension after the first) of the negotiated shape. */
 static size_t row_elems(const hvds_response_t* r) {
@@ -24,12 +24,13 @@ static void out_shape(const hvds_response_t* r, int64_t dim0, int64_t* shape) {
 }
 
 hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
   size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
   if (bytes == NULL) {
-    hvds__entry_finish(e, HVDS_SYSTEM_ERROR, "out of memory");
+    hvds__entry_finish(rt, e, HVDS_SYSTEM_ERROR, "out of memory");
     x->entries[0] = NULL;
     return HVDS_SUCCESS;
   }
@@ -42,53 +43,56 @@ hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   }
   int64_t shape[HVDS_MAX_DIMS];
   out_shape(r, rows, shape);
-  hvds__tl_start(r, NULL);
-  hvds__tl_activity(r, "ALLOCATE_OUTPUT");
+  hvds__tl_start(rt, r, NULL);
+  hvds__tl_activity(rt, r, "ALLOCATE_OUTPUT");
   char* out = hvds__entry_alloc_output(e, r->nextra, shape, (size_t)rows * row);
-  hvds__tl_activity(r, NULL);
+  hvds__tl_activity(rt, r, NULL);
   hvds_result_t rc = HVDS_SUCCESS;
   /* Without an output, still take part (in scratch) so the other ranks are not left waiting. */
-  char* buf = out ? out : hvds__fusion_buffer((size_t)rows * row);
+  char* buf = out ? out : hvds__fusion_buffer(rt, (size_t)rows * row);
   if (buf == NULL) {
     free(bytes);
     return HVDS_SYSTEM_ERROR;
   }
   memcpy(buf + off, e->input.data, bytes[s->my_rank]);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  hvds__tl_activity(r, "GLOO_ALLGATHER");
-  rc = hvds__allgatherv(s->comm, buf, bytes, &o);
-  hvds__tl_activity(r, NULL);
+  hvds__tl_activity(rt, r, "GLOO_ALLGATHER");
+  rc = hvds__backend_for(s, r, 0)->allgatherv(s, buf, bytes, &o);
+  hvds__tl_activity(rt, r, NULL);
   free(bytes);
   if (rc != HVDS_SUCCESS) return rc;
-  hvds__tl_end(r, x);
-  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+  hvds__tl_end(rt, r, x);
+  hvds__entry_finish(rt, e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
                      out ? NULL : "allgather: the output allocator returned NULL");
   x->entries[0] = NULL;
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
   size_t bytes = (size_t)r->sizes[0] * hvds_dtype_size((hvds_dtype_t)r->dtype);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  hvds__tl_start(r, NULL);
-  hvds__tl_activity(r, "GLOO_BCAST");
-  hvds_result_t rc = hvds__broadcast(s->comm, e->input.data, bytes, r->root_rank, &o);
-  hvds__tl_activity(r, NULL);
+  hvds__tl_start(rt, r, NULL);
+  hvds__tl_activity(rt, r, "GLOO_BCAST");
+  hvds_result_t rc =
+      hvds__backend_for(s, r, 0)->broadcast(s, e->input.data, bytes, r->root_rank, &o);
+  hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
-  hvds__tl_end(r, x);
-  hvds__entry_finish(e, HVDS_SUCCESS, NULL);
+  hvds__tl_end(rt, r, x);
+  hvds__entry_finish(rt, e, HVDS_SUCCESS, NULL);
   x->entries[0] = NULL;
   return HVDS_SUCCESS;
 }
 
 hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
   int32_t n = s->n;
   size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
-  /* Four arrays in one allocation: send splits, recv splits, then byte counts and offsets. */
+  /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
   int32_t* splits = calloc((size_t)n * 2, sizeof(int32_t));
   size_t* v = calloc((size_t)n * 6, sizeof(size_t));
   if (splits == NULL || v == NULL) {
@@ -104,9 +108,10 @@ hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
     four[k] = 4;
     off4[k] = (size_t)k * 4;
   }
-  hvds__tl_start(r, NULL);
+  hvds__tl_start(rt, r, NULL);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  hvds_result_t rc = hvds__alltoallv(s->comm, splits, four, off4, recv_splits, four, off4, &o);
+  const hvds_backend_t* be = hvds__backend_for(s, r, 0);
+  hvds_result_t rc = be->alltoallv(s, splits, four, off4, recv_splits, four, off4, &o);
   if (rc != HVDS_SUCCESS) goto done;
   size_t *sb = v + 2 * n, *so = v + 3 * n, *rb = v + 4 * n, *ro = v + 5 * n;
   int64_t rows = 0;
@@ -123,25 +128,25 @@ hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
   int64_t shape[HVDS_MAX_DIMS];
   out_shape(r, rows, shape);
   char* out = hvds__entry_alloc_output(e, r->nextra, shape, roff);
-  char* buf = out ? out : hvds__fusion_buffer(roff);
+  char* buf = out ? out : hvds__fusion_buffer(rt, roff);
   if (buf == NULL) {
     rc = HVDS_SYSTEM_ERROR;
     goto done;
   }
   o.tag = hvds__next_tag(s);
-  hvds__tl_activity(r, "GLOO_ALLTOALL");
-  rc = hvds__alltoallv(s->comm, e->input.data, sb, so, buf, rb, ro, &o);
-  hvds__tl_activity(r, NULL);
+  hvds__tl_activity(rt, r, "GLOO_ALLTOALL");
+  rc = be->alltoallv(s, e->input.data, sb, so, buf, rb, ro, &o);
+  hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) goto done;
-  pthread_mutex_lock(&rt.hmu);
+  pthread_mutex_lock(&rt->hmu);
   e->handle->recv_splits = malloc((size_t)n * sizeof(int32_t));
   if (e->handle->recv_splits) {
     memcpy(e->handle->recv_splits, recv_splits, (size_t)n * sizeof(int32_t));
     e->handle->nrecv_splits = n;
   }
-  pthread_mutex_unlock(&rt.hmu);
-  hvds__tl_end(r, x);
-  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+  pthread_mutex_unlock(&rt->hmu);
+  hvds__tl_end(rt, r, x);
+  hvds__entry_finish(rt, e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
                      out ? NULL : "alltoall: the output allocator returned NULL");
   x->entries[0] = NULL;
 done:
@@ -151,6 +156,7 @@ done:
 }
 
 hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   /* Grouped reducescatters arrive as separate responses; each runs on its own. */
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
@@ -160,7 +166,7 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   int64_t dim0 = r->nextra > 0 ? r->extra[0] : 1;
   size_t total = (size_t)r->sizes[0];
   size_t* counts = calloc((size_t)n, sizeof(size_t));
-  char* buf = hvds__fusion_buffer(total * esz);
+  char* buf = hvds__fusion_buffer(rt, total * esz);
   if (counts == NULL || buf == NULL) {
     free(counts);
     return HVDS_SYSTEM_ERROR;
@@ -170,14 +176,15 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
     counts[k] = (size_t)(dim0 / n + (k < dim0 % n ? 1 : 0)) * row;
     if (k < s->my_rank) my_off += counts[k];
   }
-  hvds__tl_start(r, NULL);
+  hvds__tl_start(rt, r, NULL);
   memcpy(buf, e->input.data, total * esz);
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  hvds__tl_activity(r, "GLOO_REDUCESCATTER");
-  hvds_result_t rc = hvds__reducescatter(s->comm, buf, counts, (hvds_dtype_t)r->dtype,
-                                         r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op, &o);
-  hvds__tl_activity(r, NULL);
+  hvds__tl_activity(rt, r, "GLOO_REDUCESCATTER");
+  hvds_result_t rc = hvds__backend_for(s, r, 0)->reducescatter(
+      s, buf, counts, (hvds_dtype_t)r->dtype,
+      r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op, &o);
+  hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) {
     free(counts);
     return rc;
@@ -192,8 +199,8 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
     hvds__scale(out, mine, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
   }
   free(counts);
-  hvds__tl_end(r, x);
-  hvds__entry_finish(e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+  hvds__tl_end(rt, r, x);
+  hvds__entry_finish(rt, e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
                      out ? NULL : "reducescatter: the output allocator returned NULL");
   x->entries[0] = NULL;
   return HVDS_SUCCESS;

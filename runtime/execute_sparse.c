@@ -29,19 +29,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "collectives.h"
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
+#include "process_set.h"
 #include "quantize.h"
 #include "reduce.h"
 #include "sparse_allreduce.h"
 #include "sparse_memory.h"
 #include "sparse_rt.h"
 #include "timeline.h"
-
-#define rt hvds__rt
 
 _Static_assert(HVDS_SPARSE_ALGO_COUNT <= 8, "hvds_sparse_stats_t.costs holds every algorithm");
 
@@ -144,21 +144,21 @@ void hvds__sparse_out_free(hvds_sparse_out_t* o) {
 }
 
 /* The network and local work as measured at init, as the cost model takes them. */
-static hvds_sparse_net_t measured_net(void) {
-  return (hvds_sparse_net_t){.alpha = rt.net_alpha,
-                             .beta = rt.net_beta_loaded,
-                             .gamma = rt.work_gamma,
-                             .hash = rt.work_hash,
-                             .qenc = rt.work_qenc,
-                             .qdec = rt.work_qdec,
-                             .round = rt.net_round};
+static hvds_sparse_net_t measured_net(hvds_runtime_t* rt) {
+  return (hvds_sparse_net_t){.alpha = rt->net_alpha,
+                             .beta = rt->net_beta_loaded,
+                             .gamma = rt->work_gamma,
+                             .hash = rt->work_hash,
+                             .qenc = rt->work_qenc,
+                             .qdec = rt->work_qdec,
+                             .round = rt->net_round};
 }
 
 /* The cost model's view of the agreed counts: every algorithm's time and its pick. */
-static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double input_steps,
-                  double input_dense, double imbalance) {
+static void model(hvds_runtime_t* rt, job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz,
+                  double input_steps, double input_dense, double imbalance) {
   hvds_sparse_stats_t* st = &j->st;
-  hvds_sparse_net_t net = measured_net();
+  hvds_sparse_net_t net = measured_net(rt);
   hvds_sparse_problem_t x = {j->s->n,
                              (double)j->lay.dim,
                              (double)j->lay.row,
@@ -169,7 +169,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
                              hvds__quant_dtype_ok(j->lay.dtype) ? j->quant_bits : 0,
                              input_steps,
                              imbalance,
-                             rt.sparse_pack,
+                             rt->sparse_pack,
                              j->format == HVDS_SPARSE_DETECT,
                              input_dense};
   double costs[HVDS_SPARSE_ALGO_COUNT];
@@ -200,7 +200,7 @@ static void model(job_t* j, hvds_sparse_algo_t ran, int64_t max_nnz, double inpu
 }
 
 /* The activity SPARSE_<ALGORITHM> with what the model knew, and the debug line. */
-static void report(job_t* j) {
+static void report(hvds_runtime_t* rt, job_t* j) {
   const hvds_sparse_stats_t* st = &j->st;
   const char* name = j->r->names[0];
   double* c = (double*)st->costs;
@@ -222,7 +222,7 @@ static void report(job_t* j) {
       j->calib[HVDS_SPARSE_ALLGATHER], j->calib[HVDS_SPARSE_SSAR_RD],
       j->calib[HVDS_SPARSE_SSAR_SAG], j->calib[HVDS_SPARSE_DSAR], j->calib[HVDS_SPARSE_ZEN],
       st->push_imbalance, st->pull_imbalance);
-  if (!rt.timeline) return;
+  if (!rt->timeline) return;
   char activity[64] = "SPARSE_";
   for (size_t i = 0; st->algorithm_name[i] && i + 8 < sizeof activity; i++)
     activity[7 + i] = (char)toupper((unsigned char)st->algorithm_name[i]);
@@ -236,27 +236,27 @@ static void report(job_t* j) {
            (long long)st->total_nnz, (long long)st->result_nnz, st->predicted_s * 1e3,
            st->push_imbalance, st->pull_imbalance, st->overlap, st->learned, st->alpha * 1e6,
            st->beta > 0 ? 1e-9 / st->beta : 0.0);
-  hvds__timeline_activity_span(rt.timeline, name, activity, j->t0, j->t1, args);
+  hvds__timeline_activity_span(rt->timeline, name, activity, j->t0, j->t1, args);
 }
 
-static void timeline_start(job_t* j) {
-  if (!rt.timeline) return;
+static void timeline_start(hvds_runtime_t* rt, job_t* j) {
+  if (!rt->timeline) return;
   static const char* const formats[] = {"COO", "ROWS", "DENSE_DETECT"};
   char args[160];
   snprintf(args, sizeof args, "{\"format\":\"%s\",\"dim\":%zu,\"row\":%zu}", formats[j->format],
            j->lay.dim, j->lay.row);
-  hvds__tl_start(j->r, args);
+  hvds__tl_start(rt, j->r, args);
 }
 
 /* ---- learned from earlier steps ---- */
 
 /* What the name's earlier steps taught (sparse_memory.h): its overlap and the algorithms'
  * corrections; none on its first step (uniform supports, the model alone). */
-static void recall(job_t* j) {
+static void recall(hvds_runtime_t* rt, job_t* j) {
   const hvds_sparse_memory_t* m = hvds__sparse_memory_find(j->s, j->r->names[0]);
   j->overlap = m != NULL ? m->overlap : -1.0;
   memset(j->calib, 0, sizeof j->calib);
-  if (m != NULL && rt.sparse_learn_costs) memcpy(j->calib, m->calib, sizeof j->calib);
+  if (m != NULL && rt->sparse_learn_costs) memcpy(j->calib, m->calib, sizeof j->calib);
 }
 
 /* After a successful step: the overlap for which the model's union of the set's supports is the
@@ -276,11 +276,11 @@ static void learn(job_t* j, int64_t k, size_t union_size) {
 /* ---- results ---- */
 
 /* Attaches o to the entry's handle (replacing an earlier one of a grouped detect). */
-static void attach(hvds_entry_t* e, hvds_sparse_out_t* o) {
-  pthread_mutex_lock(&rt.hmu);
+static void attach(hvds_runtime_t* rt, hvds_entry_t* e, hvds_sparse_out_t* o) {
+  pthread_mutex_lock(&rt->hmu);
   hvds_sparse_out_t* old = e->handle->sparse;
   e->handle->sparse = o;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   hvds__sparse_out_free(old);
 }
 
@@ -309,7 +309,7 @@ static int copy_to_alloc(job_t* j, const hvds_sparse_result_t* res, hvds_sparse_
 
 /* Hands the finished result to the handle (or drops it on a joined rank) and completes the
  * entry. Consumes res. */
-static void deliver(job_t* j, hvds_sparse_result_t* res, hvds_exec_t* x) {
+static void deliver(hvds_runtime_t* rt, job_t* j, hvds_sparse_result_t* res, hvds_exec_t* x) {
   hvds_entry_t* e = j->e;
   hvds_sparse_out_t* o = e ? calloc(1, sizeof(*o)) : NULL;
   hvds_result_t status = HVDS_SUCCESS;
@@ -341,13 +341,13 @@ static void deliver(job_t* j, hvds_sparse_result_t* res, hvds_exec_t* x) {
     }
   }
   hvds__sparse_result_free(res);
-  hvds__tl_end(j->r, x);
+  hvds__tl_end(rt, j->r, x);
   if (e == NULL) return;
   if (status == HVDS_SUCCESS)
-    attach(e, o);
+    attach(rt, e, o);
   else
     hvds__sparse_out_free(o);
-  hvds__entry_finish(e, status, msg);
+  hvds__entry_finish(rt, e, status, msg);
   x->entries[0] = NULL;
 }
 
@@ -362,7 +362,7 @@ static void scale_result(job_t* j, hvds_sparse_result_t* res, double factor) {
 
 /* After a failed collective: an error every rank got alike (arguments, inputs, disagreement)
  * fails this tensor only; anything else is the communicator's and ends the runtime. */
-static hvds_result_t failed(job_t* j, hvds_result_t rc, hvds_exec_t* x) {
+static hvds_result_t failed(hvds_runtime_t* rt, job_t* j, hvds_result_t rc, hvds_exec_t* x) {
   if (rc != HVDS_INVALID_ARGUMENT && rc != HVDS_NOT_SUPPORTED && rc != HVDS_PRECONDITION_ERROR)
     return rc;
   char msg[1024];
@@ -372,41 +372,43 @@ static hvds_result_t failed(job_t* j, hvds_result_t rc, hvds_exec_t* x) {
     snprintf(msg, sizeof msg, "%s [tensor: %s; ranks of process set %d]", j->s->comm->error,
              j->r->names[0], j->s->id);
   HVDS_DEBUG("%s", msg);
-  hvds__tl_end(j->r, x);
+  hvds__tl_end(rt, j->r, x);
   if (j->e == NULL) return HVDS_SUCCESS;
-  hvds__entry_finish(j->e, rc, msg);
+  hvds__entry_finish(rt, j->e, rc, msg);
   x->entries[0] = NULL;
   return HVDS_SUCCESS;
 }
 
-static hvds_sparse_opts_t sparse_opts(job_t* j, hvds_sparse_algo_t algo) {
+static hvds_sparse_opts_t sparse_opts(hvds_runtime_t* rt, job_t* j, hvds_sparse_algo_t algo) {
   hvds_sparse_opts_t o = HVDS_SPARSE_OPTS_INIT;
   o.tag = hvds__next_tag(j->s);
   o.algorithm = algo;
-  o.net = measured_net();
-  o.zen_seed = rt.zen_seed;
+  o.net = measured_net(rt);
+  o.zen_seed = rt->zen_seed;
   o.quant_bits = j->quant_bits;
-  o.pack_indices = rt.sparse_pack;
+  o.pack_indices = rt->sparse_pack;
   o.overlap = j->overlap;
   memcpy(o.calib, j->calib, sizeof o.calib);
   /* The dense steps (the dense baseline's allreduce, DSAR's and the gathers' rings) pipeline
    * in segments sized for the link as the dense path's are; the whole tensor bounds them. */
-  o.chunk_bytes = hvds__ring_chunk((size_t)j->lay.dim * hvds__sparse_row_bytes(&j->lay), j->s->n);
+  o.chunk_bytes =
+      hvds__ring_chunk(rt, (size_t)j->lay.dim * hvds__sparse_row_bytes(&j->lay), j->s->n);
   return o;
 }
 
 /* Runs hvds__sparse_allreduce on the given entries; statistics, scaling and timeline after. */
-static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* idx, const void* val,
-                                size_t nnz, void* dense_out, double factor, hvds_exec_t* x) {
+static hvds_result_t run_sparse(hvds_runtime_t* rt, job_t* j, hvds_sparse_algo_t algo,
+                                const void* idx, const void* val, size_t nnz, void* dense_out,
+                                double factor, hvds_exec_t* x) {
   hvds_sparse_result_t res = {.dense_out = dense_out};
-  hvds_sparse_opts_t o = sparse_opts(j, algo);
+  hvds_sparse_opts_t o = sparse_opts(rt, j, algo);
   hvds_reduce_op_t op = (hvds_reduce_op_t)j->r->reduce_op;
   j->t0 = hvds__now();
   hvds_result_t rc = hvds__sparse_allreduce(j->s->comm, &j->lay, idx, val, nnz, op, &o, &res);
   j->t1 = hvds__now();
   if (rc != HVDS_SUCCESS) {
     hvds__sparse_result_free(&res);
-    return failed(j, rc, x);
+    return failed(rt, j, rc, x);
   }
   j->overlap = res.overlap;  // rank 0's: what the selector used
   memcpy(j->calib, res.calib, sizeof j->calib);
@@ -414,7 +416,7 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
   int detect = j->format == HVDS_SPARSE_DETECT;
   double input = detect ? 0 : (double)res.input_steps;
   double input_dense = detect ? 0 : (double)res.input_dense_steps;
-  model(j, res.algorithm, (int64_t)res.max_nnz, input, input_dense, res.imbalance);
+  model(rt, j, res.algorithm, (int64_t)res.max_nnz, input, input_dense, res.imbalance);
   j->st.total_nnz = (int64_t)res.total_nnz;
   j->st.result_nnz = dense_out != NULL ? -1 : (int64_t)res.nnz;
   j->st.push_imbalance = res.push_imbalance;
@@ -422,8 +424,8 @@ static hvds_result_t run_sparse(job_t* j, hvds_sparse_algo_t algo, const void* i
   j->st.measured_s = j->t1 - j->t0;
   learn(j, (int64_t)res.max_nnz, res.union_nnz);
   scale_result(j, &res, factor);
-  report(j);
-  deliver(j, &res, x);
+  report(rt, j);
+  deliver(rt, j, &res, x);
   return HVDS_SUCCESS;
 }
 
@@ -471,20 +473,20 @@ static void extract(job_t* j, size_t k, void** idx, void** val) {
 }
 
 /* The plain dense allreduce in the output (scratch zeros on a joined rank). */
-static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
+static hvds_result_t detect_dense(hvds_runtime_t* rt, job_t* j, hvds_exec_t* x) {
   hvds_pset_t* s = j->s;
   hvds_response_t* r = j->r;
   size_t n = j->lay.dim * j->lay.row, bytes = n * hvds__dtype_bytes(j->lay.dtype);
-  void* buf = j->e ? j->e->output.data : hvds__fusion_buffer(bytes);
+  void* buf = j->e ? j->e->output.data : hvds__fusion_buffer(rt, bytes);
   if (buf == NULL) return hvds__coll_nomem(s->comm, "sparse_detect allreduce");
   if (j->e == NULL)
     memset(buf, 0, bytes);
   else if (buf != j->e->input.data && bytes)
     memcpy(buf, j->e->input.data, bytes);
   hvds__scale(buf, n, j->lay.dtype, r->prescale);
-  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt.allreduce_algo,
-                        hvds__ring_chunk(bytes, s->n), 0};
-  if (rt.rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt.rhd_max_bytes;
+  hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt->allreduce_algo,
+                        hvds__ring_chunk(rt, bytes, s->n), 0};
+  if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
   j->t0 = hvds__now();
   hvds_result_t rc = hvds__allreduce(s->comm, buf, n, j->lay.dtype, HVDS_SUM, &o);
   j->t1 = hvds__now();
@@ -496,9 +498,9 @@ static hvds_result_t detect_dense(job_t* j, hvds_exec_t* x) {
   hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
   j->st.total_nnz = -1;  // not exchanged on this path
   j->st.result_nnz = -1;
-  report(j);
+  report(rt, j);
   hvds_sparse_result_t none = {0};
-  deliver(j, &none, x);
+  deliver(rt, j, &none, x);
   return HVDS_SUCCESS;
 }
 
@@ -515,8 +517,7 @@ static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */, 
     memcpy(&v[2], j->calib, sizeof j->calib);
   }
   hvds_coll_opts_t co = {hvds__next_tag(j->s), HVDS_ALGO_AUTO, 0, 0};
-  hvds_result_t rc = hvds__allreduce(j->s->comm, v, WORDS, HVDS_INT64, HVDS_MAX, &co);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__allreduce(j->s->comm, v, WORDS, HVDS_INT64, HVDS_MAX, &co));
   *kmax = v[0];
   memcpy(imb, &v[WORDS - 1], sizeof(double));
   memcpy(&j->overlap, &v[1], sizeof(double));
@@ -525,20 +526,20 @@ static hvds_result_t detect_agree(job_t* j, int64_t k, int64_t* kmax /* OUT */, 
 }
 
 /* Counts, agrees on the largest count, lets the model choose, runs dense or sparse. */
-static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
+static hvds_result_t run_detect(hvds_runtime_t* rt, job_t* j, hvds_exec_t* x) {
   double imb = 1.0;
   int64_t k = j->e ? (int64_t)count_rows(j, &imb) : 0, kmax;
   hvds_result_t rc = detect_agree(j, k, &kmax, &imb);
   if (rc != HVDS_SUCCESS) return rc;
-  model(j, HVDS_SPARSE_DENSE, kmax, 0, 0, imb);
+  model(rt, j, HVDS_SPARSE_DENSE, kmax, 0, 0, imb);
   hvds_sparse_algo_t algo = j->forced != HVDS_SPARSE_AUTO ? j->forced
                             : j->s->n == 1                ? HVDS_SPARSE_DENSE
                                                           : (hvds_sparse_algo_t)j->st.auto_pick;
-  if (algo == HVDS_SPARSE_DENSE) return detect_dense(j, x);
+  if (algo == HVDS_SPARSE_DENSE) return detect_dense(rt, j, x);
   void *idx = NULL, *val = NULL;
   if (j->e != NULL && k > 0) extract(j, (size_t)k, &idx, &val);
-  rc =
-      run_sparse(j, algo, idx, val, (size_t)k, j->e ? j->e->output.data : NULL, j->r->postscale, x);
+  rc = run_sparse(rt, j, algo, idx, val, (size_t)k, j->e ? j->e->output.data : NULL,
+                  j->r->postscale, x);
   free(idx);
   free(val);
   return rc;
@@ -547,10 +548,12 @@ static hvds_result_t run_detect(job_t* j, hvds_exec_t* x) {
 /* ---- entry point ---- */
 
 hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_runtime_t* rt = s->rt;
   job_t j = {.s = s, .r = r, .e = x->entries[0]};
   if (r->nsizes < 2 || r->nextra < HVDS_SPARSE_META_COUNT || r->sizes[0] < 0 || r->sizes[1] < 0 ||
       r->extra[HVDS_SPARSE_META_FORMAT] < 0 || r->extra[HVDS_SPARSE_META_FORMAT] > 2) {
-    if (j.e) hvds__entry_finish(j.e, HVDS_INTERNAL_ERROR, "malformed sparse allreduce response");
+    if (j.e)
+      hvds__entry_finish(rt, j.e, HVDS_INTERNAL_ERROR, "malformed sparse allreduce response");
     x->entries[0] = NULL;
     return HVDS_SUCCESS;
   }
@@ -559,12 +562,12 @@ hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
   j.format = r->extra[HVDS_SPARSE_META_FORMAT];
   j.forced = (hvds_sparse_algo_t)r->extra[HVDS_SPARSE_META_ALGO];
   j.quant_bits = r->extra[HVDS_SPARSE_META_QBITS];
-  recall(&j);
+  recall(rt, &j);
   j.st.learned = -1.0;
-  timeline_start(&j);
-  if (j.format == HVDS_SPARSE_DETECT) return run_detect(&j, x);
+  timeline_start(rt, &j);
+  if (j.format == HVDS_SPARSE_DETECT) return run_detect(rt, &j, x);
   hvds_entry_t* e = j.e;
-  return run_sparse(&j, j.forced, e ? e->sparse.indices : NULL, e ? e->sparse.values : NULL,
+  return run_sparse(rt, &j, j.forced, e ? e->sparse.indices : NULL, e ? e->sparse.values : NULL,
                     e ? (size_t)e->sparse.nnz : 0, e && e->sparse_dense_out ? e->output.data : NULL,
                     r->prescale * r->postscale, x);
 }

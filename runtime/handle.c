@@ -9,8 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#define rt hvds__rt
-
 static void record_free(hvds_handle_rec_t* h) {
   if (h == NULL) return;
   for (int32_t i = 0; i < h->n; i++) free(h->owned[i]);
@@ -20,28 +18,28 @@ static void record_free(hvds_handle_rec_t* h) {
   free(h);
 }
 
-static int grow_locked(void) {
-  size_t cap = rt.handle_cap ? rt.handle_cap * 2 : 1024;
-  hvds_handle_rec_t** hs = realloc(rt.handles, cap * sizeof(*hs));
+static int grow_locked(hvds_runtime_t* rt) {
+  size_t cap = rt->handle_cap ? rt->handle_cap * 2 : 1024;
+  hvds_handle_rec_t** hs = realloc(rt->handles, cap * sizeof(*hs));
   if (hs == NULL) return -1;
-  rt.handles = hs;
-  uint32_t* gen = realloc(rt.handle_gen, cap * sizeof(*gen));
+  rt->handles = hs;
+  uint32_t* gen = realloc(rt->handle_gen, cap * sizeof(*gen));
   if (gen == NULL) return -1;
-  rt.handle_gen = gen;
-  size_t* fr = realloc(rt.free_slots, cap * sizeof(*fr));
+  rt->handle_gen = gen;
+  size_t* fr = realloc(rt->free_slots, cap * sizeof(*fr));
   if (fr == NULL) return -1;
-  rt.free_slots = fr;
-  for (size_t i = rt.handle_cap; i < cap; i++) {
-    rt.handles[i] = NULL;
-    rt.handle_gen[i] = 1;
+  rt->free_slots = fr;
+  for (size_t i = rt->handle_cap; i < cap; i++) {
+    rt->handles[i] = NULL;
+    rt->handle_gen[i] = 1;
   }
   /* Push new slots so that the lowest is taken first. */
-  for (size_t i = cap; i > rt.handle_cap; i--) rt.free_slots[rt.nfree++] = i - 1;
-  rt.handle_cap = cap;
+  for (size_t i = cap; i > rt->handle_cap; i--) rt->free_slots[rt->nfree++] = i - 1;
+  rt->handle_cap = cap;
   return 0;
 }
 
-hvds_handle_rec_t* hvds__handle_create(int32_t n) {
+hvds_handle_rec_t* hvds__handle_create(hvds_runtime_t* rt, int32_t n) {
   /* One allocation: the record, then its outputs and owned arrays. */
   size_t slots = (size_t)(n > 0 ? n : 1);
   hvds_handle_rec_t* h = calloc(1, sizeof(*h) + slots * (sizeof(hvds_tensor_t) + sizeof(void*)));
@@ -52,36 +50,37 @@ hvds_handle_rec_t* hvds__handle_create(int32_t n) {
   h->result_int = -1;
   h->outputs = (hvds_tensor_t*)(h + 1);
   h->owned = (void**)(h->outputs + slots);
-  pthread_mutex_lock(&rt.hmu);
-  if (rt.nfree == 0 && grow_locked() != 0) {
-    pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_lock(&rt->hmu);
+  if (rt->nfree == 0 && grow_locked(rt) != 0) {
+    pthread_mutex_unlock(&rt->hmu);
     record_free(h);
     return NULL;
   }
-  size_t slot = rt.free_slots[--rt.nfree];
-  rt.handles[slot] = h;
-  h->id = ((hvds_handle_t)rt.handle_gen[slot] << 32) | (hvds_handle_t)(slot + 1);
-  pthread_mutex_unlock(&rt.hmu);
+  size_t slot = rt->free_slots[--rt->nfree];
+  rt->handles[slot] = h;
+  h->id = ((hvds_handle_t)rt->handle_gen[slot] << 32) | (hvds_handle_t)(slot + 1);
+  pthread_mutex_unlock(&rt->hmu);
   return h;
 }
 
-hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id) {
+hvds_handle_rec_t* hvds__handle_find_locked(hvds_runtime_t* rt, hvds_handle_t id) {
   if (id <= 0) return NULL;
   size_t slot = (size_t)(id & 0xffffffff) - 1;
   uint32_t gen = (uint32_t)(id >> 32);
-  if (slot >= rt.handle_cap || rt.handle_gen[slot] != gen) return NULL;
-  return rt.handles[slot];
+  if (slot >= rt->handle_cap || rt->handle_gen[slot] != gen) return NULL;
+  return rt->handles[slot];
 }
 
-static void drop_slot_locked(hvds_handle_rec_t* h) {
+static void drop_slot_locked(hvds_runtime_t* rt, hvds_handle_rec_t* h) {
   size_t slot = (size_t)(h->id & 0xffffffff) - 1;
-  rt.handles[slot] = NULL;
-  rt.handle_gen[slot]++;
-  rt.free_slots[rt.nfree++] = slot;
+  rt->handles[slot] = NULL;
+  rt->handle_gen[slot]++;
+  rt->free_slots[rt->nfree++] = slot;
 }
 
-/* Marks one entry of h done; rt.hmu is held. Returns 1 when h became done. */
-static int complete_locked(hvds_handle_rec_t* h, hvds_result_t status, const char* message) {
+/* Marks one entry of h done; rt->hmu is held. Returns 1 when h became done. */
+static int complete_locked(hvds_runtime_t* rt, hvds_handle_rec_t* h, hvds_result_t status,
+                           const char* message) {
   if (status != HVDS_SUCCESS && h->status == HVDS_SUCCESS) {
     h->status = status;
     free(h->message);
@@ -90,24 +89,25 @@ static int complete_locked(hvds_handle_rec_t* h, hvds_result_t status, const cha
   if (--h->remaining > 0) return 0;
   h->done = 1;
   if (h->released) {
-    drop_slot_locked(h);
+    drop_slot_locked(rt, h);
     record_free(h);
   }
   return 1;
 }
 
-void hvds__handle_complete_many(hvds_handle_rec_t** hs, int32_t n, hvds_result_t status,
-                                const char* message) {
+void hvds__handle_complete_many(hvds_runtime_t* rt, hvds_handle_rec_t** hs, int32_t n,
+                                hvds_result_t status, const char* message) {
   int woke = 0;
-  pthread_mutex_lock(&rt.hmu);
+  pthread_mutex_lock(&rt->hmu);
   for (int32_t i = 0; i < n; i++)
-    if (hs[i]) woke |= complete_locked(hs[i], status, message);
-  if (woke) pthread_cond_broadcast(&rt.hcv);
-  pthread_mutex_unlock(&rt.hmu);
+    if (hs[i]) woke |= complete_locked(rt, hs[i], status, message);
+  if (woke) pthread_cond_broadcast(&rt->hcv);
+  pthread_mutex_unlock(&rt->hmu);
 }
 
-void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message) {
-  pthread_mutex_lock(&rt.hmu);
+void hvds__handle_complete(hvds_runtime_t* rt, hvds_handle_rec_t* h, hvds_result_t status,
+                           const char* message) {
+  pthread_mutex_lock(&rt->hmu);
   if (status != HVDS_SUCCESS && h->status == HVDS_SUCCESS) {
     h->status = status;
     free(h->message);
@@ -116,38 +116,39 @@ void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const cha
   if (--h->remaining <= 0) {
     h->done = 1;
     if (h->released) {
-      drop_slot_locked(h);
+      drop_slot_locked(rt, h);
       record_free(h);
     }
-    pthread_cond_broadcast(&rt.hcv);
+    pthread_cond_broadcast(&rt->hcv);
   }
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
 }
 
-void hvds__handle_table_free(void) {
-  pthread_mutex_lock(&rt.hmu);
-  for (size_t i = 0; i < rt.handle_cap; i++) record_free(rt.handles[i]);
-  free(rt.handles);
-  free(rt.handle_gen);
-  free(rt.free_slots);
-  rt.handles = NULL;
-  rt.handle_gen = NULL;
-  rt.free_slots = NULL;
-  rt.handle_cap = rt.nfree = 0;
-  pthread_mutex_unlock(&rt.hmu);
+void hvds__handle_table_free(hvds_runtime_t* rt) {
+  pthread_mutex_lock(&rt->hmu);
+  for (size_t i = 0; i < rt->handle_cap; i++) record_free(rt->handles[i]);
+  free(rt->handles);
+  free(rt->handle_gen);
+  free(rt->free_slots);
+  rt->handles = NULL;
+  rt->handle_gen = NULL;
+  rt->free_slots = NULL;
+  rt->handle_cap = rt->nfree = 0;
+  pthread_mutex_unlock(&rt->hmu);
 }
 
 /* ---- public API ---- */
 
 int hvds_poll(hvds_handle_t id) {
-  if (hvds__forked_copy()) {  // the handle's operation runs, if at all, in the parent
-    hvds__forked_error("poll");
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) {  // the handle's operation runs, if at all, in the parent
+    hvds__forked_error(rt, "poll");
     return -1;
   }
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   int r = h ? h->done : -1;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return r;
 }
 
@@ -156,110 +157,121 @@ __thread int hvds__served_itself;
 /* Runs cycles on the waiting thread while the handle is pending, the deadline (monotonic
  * seconds, < 0 none) has not passed, and a cycle is due and free. Returns 1 when it ran at
  * least one and the handle is done. */
-static int run_cycles_while_pending(hvds_handle_t id, double deadline) {
+static int run_cycles_while_pending(hvds_runtime_t* rt, hvds_handle_t id, double deadline) {
   for (int ran = 0;; ran = 1) {
     if (deadline >= 0 && hvds__now() >= deadline) return 0;
-    pthread_mutex_lock(&rt.hmu);
-    hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+    pthread_mutex_lock(&rt->hmu);
+    hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
     int pending = h != NULL && !h->done;
-    pthread_mutex_unlock(&rt.hmu);
+    pthread_mutex_unlock(&rt->hmu);
     if (!pending) return ran && h != NULL;
-    if (!hvds__cycle_run_as_caller(id)) return 0;
+    if (!hvds__cycle_run_as_caller(rt, id)) return 0;
   }
 }
 
-hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
-  if (hvds__forked_copy()) return hvds__forked_error("synchronize");  // no coordinator here
+hvds_result_t hvds__wait(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms) {
+  if (hvds__forked_copy(rt)) return hvds__forked_error(rt, "synchronize");  // no coordinator here
   if (timeout_ms != 0)
     hvds__served_itself =
-        run_cycles_while_pending(id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
+        run_cycles_while_pending(rt, id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
   struct timespec deadline = hvds__deadline_in(timeout_ms / 1000.0);
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   while (h != NULL && !h->done) {
     if (timeout_ms < 0) {
-      pthread_cond_wait(&rt.hcv, &rt.hmu);
-    } else if (pthread_cond_timedwait(&rt.hcv, &rt.hmu, &deadline) == ETIMEDOUT) {
-      pthread_mutex_unlock(&rt.hmu);
+      pthread_cond_wait(&rt->hcv, &rt->hmu);
+    } else if (pthread_cond_timedwait(&rt->hcv, &rt->hmu, &deadline) == ETIMEDOUT) {
+      pthread_mutex_unlock(&rt->hmu);
       return HVDS_TIMEOUT;
     }
-    h = hvds__handle_find_locked(id);
+    h = hvds__handle_find_locked(rt, id);
   }
   hvds_result_t r = h ? h->status : HVDS_INVALID_ARGUMENT;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   if (h == NULL) return hvds__set_error(HVDS_INVALID_ARGUMENT, "unknown handle %lld", (long long)id);
   return r;
 }
 
+hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
+  return hvds__wait(&hvds__rt, id, timeout_ms);
+}
+
 const char* hvds_handle_error(hvds_handle_t id) {
-  if (hvds__forked_copy()) return hvds_last_error();  // why the wait failed here
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  hvds_runtime_t* rt = &hvds__rt;
+  if (hvds__forked_copy(rt)) return hvds_last_error();  // why the wait failed here
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   const char* m = (h && h->message) ? h->message : "";
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return m; /* valid until release */
 }
 
 hvds_result_t hvds_handle_output(hvds_handle_t id, int32_t i, hvds_tensor_t* output) {
+  hvds_runtime_t* rt = &hvds__rt;
   hvds_result_t rc = HVDS_SUCCESS;
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h == NULL || i < 0 || i >= h->n || output == NULL)
     rc = HVDS_INVALID_ARGUMENT;
   else if (!h->done)
     rc = HVDS_IN_PROGRESS;
   else
     *output = h->outputs[i];
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return rc;
 }
 
 void* hvds_handle_take_output(hvds_handle_t id, int32_t i) {
+  hvds_runtime_t* rt = &hvds__rt;
   void* p = NULL;
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h && h->done && i >= 0 && i < h->n) {
     p = h->owned[i];
     h->owned[i] = NULL;
   }
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return p;
 }
 
 void hvds_free(void* p) { free(p); }
 
 int32_t hvds_handle_splits(hvds_handle_t id, const int32_t** splits) {
+  hvds_runtime_t* rt = &hvds__rt;
   int32_t n = -1;
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h && h->done && splits != NULL) {
     *splits = h->recv_splits;
     n = h->nrecv_splits;
   }
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return n;
 }
 
 int32_t hvds_handle_join_rank(hvds_handle_t id) {
+  hvds_runtime_t* rt = &hvds__rt;
   int32_t r = -1;
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h && h->done) r = h->join_rank;
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
   return r;
 }
 
-void hvds_release(hvds_handle_t id) {
-  if (hvds__forked_copy()) return;  // the parent's table, maybe locked when it forked
-  pthread_mutex_lock(&rt.hmu);
-  hvds_handle_rec_t* h = hvds__handle_find_locked(id);
+void hvds__release(hvds_runtime_t* rt, hvds_handle_t id) {
+  if (hvds__forked_copy(rt)) return;  // the parent's table, maybe locked when it forked
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* h = hvds__handle_find_locked(rt, id);
   if (h != NULL) {
     if (h->done) {
-      drop_slot_locked(h);
+      drop_slot_locked(rt, h);
       record_free(h);
     } else {
       h->released = 1;
     }
   }
-  pthread_mutex_unlock(&rt.hmu);
+  pthread_mutex_unlock(&rt->hmu);
 }
+
+void hvds_release(hvds_handle_t id) { hvds__release(&hvds__rt, id); }

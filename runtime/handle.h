@@ -1,5 +1,5 @@
 /* Handle table: what the framework waits on. Slots are reused; an id carries its slot's
- * generation so a stale id never finds a newer handle. All functions take rt.hmu themselves. */
+ * generation so a stale id never finds a newer handle. All functions take rt->hmu themselves. */
 #ifndef HVDS_HANDLE_H_
 #define HVDS_HANDLE_H_
 
@@ -10,17 +10,21 @@ extern "C" {
 #endif
 
 /* Creates a pending handle for n entries. Returns NULL when out of memory. */
-hvds_handle_rec_t* hvds__handle_create(int32_t n);
+hvds_handle_rec_t* hvds__handle_create(hvds_runtime_t* rt, int32_t n);
 /* Marks one entry done. The first failure's status and message win. Frees the record when the
  * last entry completes on a handle the caller already released. Coordinator thread. */
-void hvds__handle_complete(hvds_handle_rec_t* h, hvds_result_t status, const char* message);
+void hvds__handle_complete(hvds_runtime_t* rt, hvds_handle_rec_t* h, hvds_result_t status,
+                           const char* message);
 /* Completes one entry of each of hs[0..n) (NULLs skipped) under one lock, one wake-up. */
-void hvds__handle_complete_many(hvds_handle_rec_t** hs, int32_t n, hvds_result_t status,
-                                const char* message);
-/* Looks up an id; returns NULL for unknown ids. Call with rt.hmu held. */
-hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id);
+void hvds__handle_complete_many(hvds_runtime_t* rt, hvds_handle_rec_t** hs, int32_t n,
+                                hvds_result_t status, const char* message);
+/* Looks up an id; returns NULL for unknown ids. Call with rt->hmu held. */
+hvds_handle_rec_t* hvds__handle_find_locked(hvds_runtime_t* rt, hvds_handle_t id);
 /* Frees every record (shutdown with nothing pending). */
-void hvds__handle_table_free(void);
+void hvds__handle_table_free(hvds_runtime_t* rt);
+/* hvds_wait() and hvds_release() (hvdsparse.h) on a given runtime. */
+hvds_result_t hvds__wait(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms);
+void hvds__release(hvds_runtime_t* rt, hvds_handle_t id);
 /* Whether this thread's latest hvds_wait() found its operation pending and finished it by
  * running cycles itself; the next enqueue from this thread reads and clears it. */
 extern __thread int hvds__served_itself; /* __thread: the one spelling C and C++ share */

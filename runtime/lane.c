@@ -21,8 +21,6 @@
 #include "message.h"
 #include "param.h"
 
-#define rt hvds__rt
-
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdull;
@@ -78,22 +76,24 @@ static void describe(const hvds_entry_t* e, char* out, size_t len) {
 
 /* Fails this rank's oldest queued ordered operation with msg. */
 static void fail_head(hvds_pset_t* s, hvds_result_t status, const char* msg) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = s->lane_head;
   s->lane_head = e->lane_next;
   if (s->lane_head == NULL) s->lane_tail = NULL;
   s->lane_done++;
   hvds__name_map_remove(&s->pending, e->name);
-  hvds__entry_finish(e, status, msg);
+  hvds__entry_finish(rt, e, status, msg);
 }
 
 /* Fails every queued ordered operation of this rank with msg. */
 static void fail_all(hvds_pset_t* s, hvds_result_t status, const char* msg) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = s->lane_head;
   hvds__lane_clear(s);
   while (e) {
     hvds_entry_t* next = e->lane_next;
     hvds__name_map_remove(&s->pending, e->name);
-    hvds__entry_finish(e, status, msg);
+    hvds__entry_finish(rt, e, status, msg);
     e = next;
   }
 }
@@ -130,17 +130,20 @@ static int respond(const hvds_pset_t* s, const hvds_entry_t* e, hvds_response_t*
 /* Warns once when the head has waited past the stall time, and fails the lane after the
  * shutdown time: some rank has not submitted its ordered operations up to the head. */
 static void stall(hvds_pset_t* s) {
+  hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = s->lane_head;
-  if (e == NULL || rt.stall_check_disabled) return;
+  if (e == NULL || rt->stall_check_disabled) return;
   double waited = hvds__now() - e->enqueue_time;
-  double warn = rt.stall_check_s, stop = hvds__param_dbl(HVDS_PARAM_STALL_SHUTDOWN_TIME_SECONDS);
+  double warn = rt->stall_check_s, stop = hvds__param_dbl(HVDS_PARAM_STALL_SHUTDOWN_TIME_SECONDS);
   if (stop > 0 && stop < warn) stop = warn;
   if (waited < warn) return;
   char what[512], msg[1024];
   describe(e, what, sizeof what);
-  snprintf(msg, sizeof msg, "Ordered operation %s of process set %d has waited %d seconds on rank "
+  snprintf(msg, sizeof msg,
+           "Ordered operation %s of process set %d has waited %d seconds on rank "
            "%d: another rank has not submitted its ordered operations up to this one. Every rank "
-           "must submit ordered operations in the same order.", what, s->id, (int)waited, rt.rank);
+           "must submit ordered operations in the same order.",
+           what, s->id, (int)waited, rt->rank);
   if (stop > 0 && waited >= stop) {
     HVDS_ERROR("%s Failing them.", msg);
     fail_all(s, HVDS_PRECONDITION_ERROR, msg);
@@ -152,12 +155,15 @@ static void stall(hvds_pset_t* s) {
 
 hvds_result_t hvds__lane_take(hvds_pset_t* s, const uint64_t* w, int any_joined,
                               hvds_response_t** items, int32_t* n, int32_t* cap) {
+  hvds_runtime_t* rt = s->rt;
   if (s->lane_head == NULL) return HVDS_SUCCESS;
   char what[512], msg[2048];
   if (any_joined) {
     describe(s->lane_head, what, sizeof what);
-    snprintf(msg, sizeof msg, "Ordered operation %s cannot run on rank %d: a rank of process set "
-             "%d has joined, and ordered operations need every rank.", what, rt.rank, s->id);
+    snprintf(msg, sizeof msg,
+             "Ordered operation %s cannot run on rank %d: a rank of process set "
+             "%d has joined, and ordered operations need every rank.",
+             what, rt->rank, s->id);
     fail_all(s, HVDS_PRECONDITION_ERROR, msg);
     return HVDS_SUCCESS;
   }
@@ -170,10 +176,12 @@ hvds_result_t hvds__lane_take(hvds_pset_t* s, const uint64_t* w, int any_joined,
     p = mix(p, fingerprint(e));
     if ((w[1 + 2 * k] & p) == p && (w[2 + 2 * k] & ~p) == ~p) continue;
     describe(e, what, sizeof what);
-    snprintf(msg, sizeof msg, "Mismatched ordered operations: ordered operation %llu of process "
+    snprintf(msg, sizeof msg,
+             "Mismatched ordered operations: ordered operation %llu of process "
              "set %d differs between ranks; rank %d submitted %s. Ordered operations must be "
              "submitted in the same order, with the same names, dtypes, ops and shapes, on every "
-             "rank.", (unsigned long long)(s->lane_done + (uint64_t)k), s->id, rt.rank, what);
+             "rank.",
+             (unsigned long long)(s->lane_done + (uint64_t)k), s->id, rt->rank, what);
     HVDS_ERROR("%s", msg);
     ready = k; /* the operations before it match and run; it and the rest fail below */
     mismatch = 1;

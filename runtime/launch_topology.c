@@ -7,9 +7,7 @@
 #include "collectives.h"
 #include "launch_env.h"
 #include "p2p.h"
-
-/* Tag of the one allgather; bootstrap's own host exchange (build_groups) uses 1 << 39. */
-#define TOPOLOGY_TAG ((1ull << 39) + 1)
+#include "tags.h"
 
 static int64_t hash_host(const char* s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -50,7 +48,7 @@ hvds_result_t hvds__launch_topology(hvds_p2p_t* world, const char* host, hvds_to
     info[2 * me] = hash_host(host);
     info[2 * me + 1] = t->local_rank;
     for (int r = 0; r < n; r++) bytes[r] = 2 * sizeof(int64_t);
-    hvds_coll_opts_t o = {TOPOLOGY_TAG, HVDS_ALGO_AUTO, 0, 0};
+    hvds_coll_opts_t o = {HVDS_TAG_INIT_TOPOLOGY, HVDS_ALGO_AUTO, 0, 0};
     rc = n > 1 ? hvds__allgatherv(world, info, bytes, &o) : HVDS_SUCCESS;
   }
   if (rc == HVDS_SUCCESS) fill(info, n, me, t);

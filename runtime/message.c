@@ -139,10 +139,10 @@ static void put(hvds_buf_t* b, const void* p, size_t n) {
   b->len += n;
 }
 
-static void put_u32(hvds_buf_t* b, uint32_t v) { put(b, &v, 4); }
-static void put_i32(hvds_buf_t* b, int32_t v) { put(b, &v, 4); }
-static void put_i64(hvds_buf_t* b, int64_t v) { put(b, &v, 8); }
-static void put_f64(hvds_buf_t* b, double v) { put(b, &v, 8); }
+static void put_u32(hvds_buf_t* b, uint32_t v) { put(b, &v, sizeof v); }
+static void put_i32(hvds_buf_t* b, int32_t v) { put(b, &v, sizeof v); }
+static void put_i64(hvds_buf_t* b, int64_t v) { put(b, &v, sizeof v); }
+static void put_f64(hvds_buf_t* b, double v) { put(b, &v, sizeof v); }
 static void put_str(hvds_buf_t* b, const char* s) {
   uint32_t n = s ? (uint32_t)strlen(s) : 0;
   put_u32(b, n);
@@ -217,10 +217,26 @@ static void get(reader_t* r, void* out, size_t n) {
   r->left -= n;
 }
 
-static uint32_t get_u32(reader_t* r) { uint32_t v; get(r, &v, 4); return v; }
-static int32_t get_i32(reader_t* r) { int32_t v; get(r, &v, 4); return v; }
-static int64_t get_i64(reader_t* r) { int64_t v; get(r, &v, 8); return v; }
-static double get_f64(reader_t* r) { double v; get(r, &v, 8); return v; }
+static uint32_t get_u32(reader_t* r) {
+  uint32_t v;
+  get(r, &v, sizeof v);
+  return v;
+}
+static int32_t get_i32(reader_t* r) {
+  int32_t v;
+  get(r, &v, sizeof v);
+  return v;
+}
+static int64_t get_i64(reader_t* r) {
+  int64_t v;
+  get(r, &v, sizeof v);
+  return v;
+}
+static double get_f64(reader_t* r) {
+  double v;
+  get(r, &v, sizeof v);
+  return v;
+}
 
 /* Returns a malloc'd NUL-terminated string, or NULL (with r->bad set on malformed input). An
  * empty string decodes to NULL when allow_null. */

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "collectives.h"
 #include "cost_model.h"
 #include "log.h"
@@ -25,11 +26,9 @@
 #include "param.h"
 #include "sparse_allreduce.h"
 #include "state.h"
+#include "tags.h"
 #include "work_probe.h"
 
-#define rt hvds__rt
-
-#define TAG_BASE ((1ull << 39) + 16) /* bootstrap uses 1 << 39 and + 1 */
 #define SMALL_REPS 9
 #define LARGE_REPS 3
 #define LARGE_BYTES ((size_t)1 << 20)
@@ -64,7 +63,7 @@ static hvds_result_t ping_pong(hvds_p2p_t* p, int peer, double* alpha, double* b
   if (buf == NULL) return hvds__coll_nomem(p, "network probe");
   double small[SMALL_REPS + 1], large[LARGE_REPS + 1];
   hvds_result_t rc = HVDS_SUCCESS;
-  uint64_t tag = TAG_BASE + 1;
+  uint64_t tag = HVDS_TAG_INIT_NET_PROBE + 1;
   for (int i = 0; i <= SMALL_REPS && rc == HVDS_SUCCESS; i++)
     rc = round_trip(p, peer, buf, 8, tag, &small[i]);
   for (int i = 0; i <= LARGE_REPS && rc == HVDS_SUCCESS; i++)
@@ -85,7 +84,7 @@ hvds_result_t hvds__net_probe(hvds_p2p_t* world, double* alpha, double* beta) {
   double a_us = hvds__param_dbl(HVDS_PARAM_NET_ALPHA_US);
   double gbps = hvds__param_dbl(HVDS_PARAM_NET_GBPS);
   double v[2] = {HVDS_SPARSE_DEFAULT_ALPHA, HVDS_SPARSE_DEFAULT_BETA};
-  hvds_coll_opts_t o = {TAG_BASE, HVDS_ALGO_AUTO, 0, 0};
+  hvds_coll_opts_t o = {HVDS_TAG_INIT_NET_PROBE, HVDS_ALGO_AUTO, 0, 0};
   hvds_result_t rc = HVDS_SUCCESS;
   if (world->size > 1) {
     // Step 1: whether to measure, and with whom (rank 0's view).
@@ -100,7 +99,7 @@ hvds_result_t hvds__net_probe(hvds_p2p_t* world, double* alpha, double* beta) {
     if (gbps > 0) v[1] = 8.0 / (gbps * 1e9);
   }
   if (world->size > 1) {  // step 3: rank 0's values everywhere
-    o.tag = TAG_BASE + 2;
+    o.tag = HVDS_TAG_INIT_NET_PROBE + 2;
     rc = hvds__broadcast(world, v, sizeof v, 0, &o);
     if (rc != HVDS_SUCCESS) return rc;
   }
@@ -113,7 +112,7 @@ hvds_result_t hvds__round_probe(hvds_p2p_t* world, double alpha, double* round) 
   *round = 0;
   if (world->size <= 1) return HVDS_SUCCESS;
   int given = hvds__param_dbl(HVDS_PARAM_NET_ALPHA_US) > 0;
-  hvds_coll_opts_t o = {TAG_BASE + 4, HVDS_ALGO_AUTO, 0, 0};
+  hvds_coll_opts_t o = {HVDS_TAG_INIT_NET_PROBE + 4, HVDS_ALGO_AUTO, 0, 0};
   double v = 0;
   if (!given) {  // every rank sees the same setting: the launcher passes it to all
     int to = (world->rank + 1) % world->size, from = (world->rank + world->size - 1) % world->size;
@@ -121,13 +120,13 @@ hvds_result_t hvds__round_probe(hvds_p2p_t* world, double alpha, double* round) 
     double t0 = 0;
     for (int i = 0; i < RING_WARMUP + RING_STEPS; i++) {
       if (i == RING_WARMUP) t0 = hvds__now();
-      hvds_result_t rc = hvds__p2p_sendrecv(world, to, &out, 8, from, &in, 8, TAG_BASE + 5);
+      hvds_result_t rc = hvds__p2p_sendrecv(world, to, &out, sizeof out, from, &in, sizeof in,
+                                            HVDS_TAG_INIT_NET_PROBE + 5);
       if (rc != HVDS_SUCCESS) return rc;
     }
     v = (hvds__now() - t0) / RING_STEPS - alpha;
   }
-  hvds_result_t rc = hvds__allreduce(world, &v, 1, HVDS_FLOAT64, HVDS_MAX, &o);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__allreduce(world, &v, 1, HVDS_FLOAT64, HVDS_MAX, &o));
   *round = v > 0 ? v : 0;
   return HVDS_SUCCESS;
 }
@@ -144,14 +143,14 @@ hvds_result_t hvds__load_probe(hvds_p2p_t* world, double alpha, double beta, dou
   for (int i = 0; i <= LOAD_REPS && rc == HVDS_SUCCESS; i++) {  // i == 0: the warm-up
     double t0 = hvds__now();
     rc = hvds__p2p_sendrecv(world, to, buf, LARGE_BYTES, from, buf + LARGE_BYTES, LARGE_BYTES,
-                            TAG_BASE + 6);
+                            HVDS_TAG_INIT_NET_PROBE + 6);
     double t = hvds__now() - t0;
     if (i == 1 || (i > 1 && t < fastest)) fastest = t;
   }
   free(buf);
   if (rc != HVDS_SUCCESS) return rc;
   double v = (fastest - alpha) / (double)LARGE_BYTES;
-  hvds_coll_opts_t o = {TAG_BASE + 7, HVDS_ALGO_AUTO, 0, 0};
+  hvds_coll_opts_t o = {HVDS_TAG_INIT_NET_PROBE + 7, HVDS_ALGO_AUTO, 0, 0};
   rc = hvds__allreduce(world, &v, 1, HVDS_FLOAT64, HVDS_MAX, &o);
   if (rc != HVDS_SUCCESS) return rc;
   *loaded = v > beta ? v : beta;
@@ -171,15 +170,14 @@ static uint64_t random_key(void) {
 hvds_result_t hvds__sparse_agree_seed(hvds_p2p_t* world, uint64_t* seed) {
   uint64_t k = world->rank == 0 ? random_key() : 0;
   if (world->size > 1) {
-    hvds_coll_opts_t o = {TAG_BASE + 3, HVDS_ALGO_AUTO, 0, 0};
-    hvds_result_t rc = hvds__broadcast(world, &k, sizeof k, 0, &o);
-    if (rc != HVDS_SUCCESS) return rc;
+    hvds_coll_opts_t o = {HVDS_TAG_INIT_NET_PROBE + 3, HVDS_ALGO_AUTO, 0, 0};
+    HVDS_CHECK(hvds__broadcast(world, &k, sizeof k, 0, &o));
   }
   *seed = k;
   return HVDS_SUCCESS;
 }
 
-hvds_result_t hvds__sparse_runtime_init(void) {
+hvds_result_t hvds__sparse_runtime_init(hvds_runtime_t* rt) {
   const char* algo = hvds__param_str(HVDS_PARAM_SPARSE_ALGORITHM);
   hvds_sparse_algo_t a = algo ? hvds__sparse_algo_from_name(algo) : HVDS_SPARSE_AUTO;
   if (a == HVDS_SPARSE_ALGO_COUNT) {
@@ -190,29 +188,29 @@ hvds_result_t hvds__sparse_runtime_init(void) {
         algo);
     a = HVDS_SPARSE_AUTO;
   }
-  rt.sparse_algo = (int)a;
-  rt.sparse_detect = hvds__param_int(HVDS_PARAM_SPARSE_DETECT) > 0;
+  rt->sparse_algo = (int)a;
+  rt->sparse_detect = hvds__param_int(HVDS_PARAM_SPARSE_DETECT) > 0;
   int pack = hvds__param_int(HVDS_PARAM_SPARSE_PACK_INDICES);
-  rt.sparse_pack = pack < 0 ? 0 : pack > 0 ? 1 : -1;
+  rt->sparse_pack = pack < 0 ? 0 : pack > 0 ? 1 : -1;
   double t0 = hvds__now();
-  hvds_result_t rc = hvds__net_probe(rt.world, &rt.net_alpha, &rt.net_beta);
-  if (rc == HVDS_SUCCESS) rc = hvds__round_probe(rt.world, rt.net_alpha, &rt.net_round);
+  hvds_result_t rc = hvds__net_probe(rt->world, &rt->net_alpha, &rt->net_beta);
+  if (rc == HVDS_SUCCESS) rc = hvds__round_probe(rt->world, rt->net_alpha, &rt->net_round);
   if (rc == HVDS_SUCCESS)
-    rc = hvds__load_probe(rt.world, rt.net_alpha, rt.net_beta, &rt.net_beta_loaded);
-  if (rc == HVDS_SUCCESS) rc = hvds__sparse_agree_seed(rt.world, &rt.zen_seed);
+    rc = hvds__load_probe(rt->world, rt->net_alpha, rt->net_beta, &rt->net_beta_loaded);
+  if (rc == HVDS_SUCCESS) rc = hvds__sparse_agree_seed(rt->world, &rt->zen_seed);
   hvds_work_speed_t w = {0, 0, 0, 0};
-  if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt.world, &w);
-  rt.work_gamma = w.gamma, rt.work_hash = w.hash, rt.work_qenc = w.qenc, rt.work_qdec = w.qdec;
+  if (rc == HVDS_SUCCESS) rc = hvds__work_probe(rt->world, &w);
+  rt->work_gamma = w.gamma, rt->work_hash = w.hash, rt->work_qenc = w.qenc, rt->work_qdec = w.qdec;
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: measuring the network failed: %s", rt.rank,
-                           rt.world->error);
+    return hvds__set_error(rc, "rank %d: measuring the network failed: %s", rt->rank,
+                           rt->world->error);
   HVDS_DEBUG(
       "for the sparse cost model: alpha %.2f us, %.3f GB/s (%.3f GB/s per rank with every rank "
       "sending), %.2f us more per round, "
       "%.2f ns per entry step, %.2f ns per hash, %.2f / %.2f ns to quantize / decode a value "
       "(probes %.1f ms)",
-      rt.net_alpha * 1e6, 1e-9 / rt.net_beta, 1e-9 / rt.net_beta_loaded, rt.net_round * 1e6,
-      rt.work_gamma * 1e9, rt.work_hash * 1e9, rt.work_qenc * 1e9, rt.work_qdec * 1e9,
+      rt->net_alpha * 1e6, 1e-9 / rt->net_beta, 1e-9 / rt->net_beta_loaded, rt->net_round * 1e6,
+      rt->work_gamma * 1e9, rt->work_hash * 1e9, rt->work_qenc * 1e9, rt->work_qdec * 1e9,
       (hvds__now() - t0) * 1e3);
   return HVDS_SUCCESS;
 }

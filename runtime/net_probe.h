@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 struct hvds_p2p;
+struct hvds_runtime;
 
 /* Collective over world (every rank calls it, before the coordinator starts). Rank 0 ping-pongs
  * with the last rank (on another host whenever the ranks span hosts, as the launchers number
@@ -45,10 +46,10 @@ hvds_result_t hvds__load_probe(struct hvds_p2p* world, double alpha, double beta
  * rank passes the same ZEN seed. */
 hvds_result_t hvds__sparse_agree_seed(struct hvds_p2p* world, uint64_t* seed /* OUT */);
 
-/* Init step: the probe and the seed into the runtime singleton, and the sparse knobs
- * (HVDSPARSE_SPARSE_ALGORITHM, _SPARSE_DETECT, _SPARSE_PACK_INDICES). On failure records the message for
- * hvds_last_error(). */
-hvds_result_t hvds__sparse_runtime_init(void);
+/* Init step: the probe and the seed into the runtime, and the sparse knobs
+ * (HVDSPARSE_SPARSE_ALGORITHM, _SPARSE_DETECT, _SPARSE_PACK_INDICES). On failure records the
+ * message for hvds_last_error(). */
+hvds_result_t hvds__sparse_runtime_init(struct hvds_runtime* rt);
 
 #ifdef __cplusplus
 }

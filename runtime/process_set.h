@@ -14,9 +14,11 @@ extern "C" {
 #define HVDS_SPACE_CROSS 2
 #define HVDS_SPACE_PSET_BASE 16
 
-/* Creates set id over ranks (copied, sorted) and installs it in rt.psets. For id 0, comm is the
+/* Creates set id over ranks (copied, sorted) and installs it in rt->psets. For id 0, comm is the
  * world communicator. Returns NULL when out of memory or the communicator cannot be built. */
-hvds_pset_t* hvds__pset_create(int32_t id, const int32_t* ranks, int32_t n);
+/* The tag of the set's next operation (tags.h): the same on every member. Cycle owner. */
+uint64_t hvds__next_tag(hvds_pset_t* s);
+hvds_pset_t* hvds__pset_create(hvds_runtime_t* rt, int32_t id, const int32_t* ranks, int32_t n);
 /* Frees a set; its queue must be empty. Accepts NULL. */
 void hvds__pset_destroy(hvds_pset_t* s);
 

@@ -2,7 +2,7 @@
  * responses by tensor name. Each cache
  * slot is a bit; in steady state every rank sends only a bit vector of the slots it has ready and
  * one bitwise-AND allreduce replaces the whole negotiation round trip. Every rank puts and erases
- * in the same order, so slot numbers agree across ranks. Coordinator thread only. */
+ * in the same order, so slot numbers agree across ranks. The cycle's owner only (cycle.h). */
 #ifndef HVDS_RESPONSE_CACHE_H_
 #define HVDS_RESPONSE_CACHE_H_
 

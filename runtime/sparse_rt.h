@@ -24,6 +24,7 @@ extern "C" {
 
 struct hvds_entry;
 struct hvds_pset;
+struct hvds_runtime;
 
 /* The ints of a SPARSE_ALLREDUCE request's and response's extra. */
 enum {
@@ -78,7 +79,7 @@ typedef struct {
   double gamma, hash, qenc, qdec, round; /* local work and rounds, seconds (work_probe.h) */
 } hvds_sparse_stats_t;
 
-/* A handle's sparse result (hvds_handle_rec_t.sparse); guarded by rt.hmu once attached. */
+/* A handle's sparse result (hvds_handle_rec_t.sparse); guarded by rt->hmu once attached. */
 typedef struct hvds_sparse_out {
   int32_t has_result; /* a sparse allreduce finished: the fields below are its result */
   int64_t nnz;        /* entries (every element of the dense shape when is_dense) */
@@ -102,22 +103,24 @@ hvds_result_t hvds__handle_sparse_stats(hvds_handle_t handle, hvds_sparse_stats_
 /* The forced algorithm of o (the option when o->size covers it, else the knob's default) into
  * *algo (hvds_sparse_algo_t). HVDS_INVALID_ARGUMENT, with the message recorded for
  * hvds_last_error(), for an unknown name. */
-hvds_result_t hvds__sparse_opts_algo(const hvds_op_options_t* o, const char* tensor,
-                                     int32_t* algo /* OUT */);
+hvds_result_t hvds__sparse_opts_algo(struct hvds_runtime* rt, const hvds_op_options_t* o,
+                                     const char* tensor, int32_t* algo /* OUT */);
 /* Turns the allreduce entry e into a sparse_detect one when o (or the knob) asks for it and the
  * tensor qualifies (Sum or Average, at least HVDS_SPARSE_DETECT_MIN_BYTES, a dtype with a sum
  * kernel); leaves it alone otherwise. Fails only for an unknown forced algorithm. */
-hvds_result_t hvds__sparse_detect_entry(struct hvds_entry* e, const hvds_op_options_t* o);
+hvds_result_t hvds__sparse_detect_entry(struct hvds_runtime* rt, struct hvds_entry* e,
+                                        const hvds_op_options_t* o);
 
 /* ---- enqueue helpers (api_ops.c) ---- */
 
 /* Runtime up, set exists and this rank is a member; else records the message, returns the code. */
-hvds_result_t hvds__enqueue_ready(int32_t process_set, const char* what);
+hvds_result_t hvds__enqueue_ready(struct hvds_runtime* rt, int32_t process_set, const char* what);
 /* A new entry for one tensor of the operation o; NULL when out of memory. */
 struct hvds_entry* hvds__enqueue_entry_new(const char* name, int32_t type,
                                            const hvds_op_options_t* o);
 /* Queues e on its set and returns its handle; frees e on failure (duplicate name, memory). */
-hvds_result_t hvds__enqueue_submit(struct hvds_entry* e, hvds_handle_t* handle /* OUT */);
+hvds_result_t hvds__enqueue_submit(struct hvds_runtime* rt, struct hvds_entry* e,
+                                   hvds_handle_t* handle /* OUT */);
 
 /* ---- negotiation at the set's rank 0 (execute_sparse.c) ---- */
 

@@ -1,6 +1,10 @@
-/* The runtime singleton and the records it owns: tensor entries, handles, process sets.
- * Every field says which thread writes it. "coord" is the coordinator thread; "any" means any
- * thread under the lock named. */
+/* The runtime and the records it owns: tensor entries, handles, process sets. Internal code
+ * takes the runtime it works on (a process set reaches it through s->rt); only the public C API
+ * names the process's runtime, hvds__rt. Tests run several runtimes in one process, ranks as
+ * threads over an in-process transport.
+ * Every field says which thread writes it. "coord" is the cycle's owner: the coordinator thread,
+ * or a caller that runs the cycle while it waits (cycle.h); "any" means any thread under the
+ * lock named. */
 #ifndef HVDS_STATE_H_
 #define HVDS_STATE_H_
 
@@ -60,7 +64,7 @@ typedef struct hvds_entry {
   struct hvds_entry* next;    /* queue link */
 } hvds_entry_t;
 
-/* What hvds_wait() waits on. Guarded by rt.hmu. */
+/* What hvds_wait() waits on. Guarded by rt->hmu. */
 struct hvds_handle_rec {
   hvds_handle_t id;
   int32_t n;                  /* entries */
@@ -87,18 +91,19 @@ typedef struct {
 } hvds_table_rec_t;
 
 typedef struct hvds_pset {
+  struct hvds_runtime* rt; /* the runtime this set belongs to */
   int32_t id;
   int32_t* ranks;             /* global ranks, sorted */
   int32_t n;
   int32_t my_rank;            /* rank within the set, -1 if not a member */
   struct hvds_p2p* comm;      /* coord: NULL when not a member */
   uint64_t tag_seq;           /* coord: next tag; identical on every member */
-  /* Guarded by rt.qmu: */
+  /* Guarded by rt->qmu: */
   hvds_entry_t* q_head;
   hvds_entry_t* q_tail;
   hvds_name_map_t inflight;   /* names queued or pending -> entry (duplicate detection) */
   int marked_removed;
-  /* Coordinator thread only: */
+  /* The cycle's owner only (the coordinator, or a caller running the cycle: cycle.h): */
   hvds_name_map_t pending;    /* popped entries awaiting a response: name -> entry */
   hvds_cache_t cache;
   struct hvds_entry** bit_entry; /* cache slot -> this rank's entry with a hit, this cycle */
@@ -134,6 +139,7 @@ typedef struct hvds_runtime {
   struct hvds_p2p* local;        /* init: ranks on this host */
   struct hvds_p2p* cross;        /* init: ranks with this local rank */
   pthread_t thread;
+  int started; /* init: an instance's coordinator thread runs (instance.c) */
 
   pthread_mutex_t qmu;           /* guards queues, psets table, wakeups */
   pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
@@ -157,6 +163,7 @@ typedef struct hvds_runtime {
   hvds_pset_t* psets[HVDS_MAX_PROCESS_SETS]; /* index = id; written under qmu by the cycle's
                                                 owner, which alone reads it without qmu */
   int32_t next_ps_id;            /* coord */
+  HVDS_ATOMIC(int) ps_change_seq; /* any: numbers the process-set changes' names */
 
   pthread_mutex_t hmu;           /* guards the handle table and every handle record */
   pthread_cond_t hcv;            /* broadcast on every completion */
@@ -174,6 +181,7 @@ typedef struct hvds_runtime {
   int timeline_request_marks;
   int timeline_pending;          /* qmu: a request is waiting */
 
+  struct hvds_autotune* autotune; /* coord: Horovod's autotune (autotune.c); NULL when off */
   double cycle_ms;               /* coord, written under qmu: read there by any thread */
   double spin_us;                /* coord: polling before sleeping between cycles */
   int coord_priority;            /* hvds_priority_mode_t of the coordinator thread */
@@ -184,6 +192,7 @@ typedef struct hvds_runtime {
   double stall_check_s;          /* init: stall warning time */
   int stall_check_disabled;      /* init */
   int idle_sleep_cycles;         /* coord: idle cycles before sleeping on the doorbell; 0 never */
+  int due_again;                 /* coord: the next cycle is due at once (cycle.c) */
   int empty_rounds;              /* coord: consecutive cycles that ran nothing while this rank waited
                                     for its peers to agree (cycle.c: due_again) */
   int idle_cycles;               /* coord: consecutive cycles in which no rank had work (the same
@@ -210,16 +219,17 @@ typedef struct hvds_runtime {
   char stop_reason[512];         /* any: why this rank stops (hvds_set_shutdown_reason) */
 } hvds_runtime_t;
 
+/* The process's runtime: the one the public C API (hvdsparse.h) works on. */
 extern hvds_runtime_t hvds__rt;
 
-/* Wakes the coordinator for local work, a stop or a timeline change. Call with rt.qmu held. */
-void hvds__coord_wake_locked(void);
+/* Wakes the coordinator for local work, a stop or a timeline change. Call with rt->qmu held. */
+void hvds__coord_wake_locked(hvds_runtime_t* rt);
 /* For an operation just queued by a thread whose previous operation it ran itself (it waited
  * and ran the cycle): marks the work and wakes the coordinator only if its sleep has no
  * deadline, since that thread will most likely wait and run the cycle again; a wake-up costs two
  * context switches, which on a host with fewer cores than ranks is a large part of a small
- * operation. Otherwise as hvds__coord_wake_locked. Call with rt.qmu held. */
-void hvds__coord_wake_lazy_locked(void);
+ * operation. Otherwise as hvds__coord_wake_locked. Call with rt->qmu held. */
+void hvds__coord_wake_lazy_locked(hvds_runtime_t* rt);
 
 /* Whether the caller's options struct is long enough to hold field (older callers pass a
  * smaller size: the field then takes its default). */
@@ -228,9 +238,9 @@ void hvds__coord_wake_lazy_locked(void);
 /* 1 in a process forked after init (a data loader's worker, a plain fork): its copy of the
  * runtime has no coordinator thread, and its connections and shared memory belong to the parent,
  * so it must neither run, wait for nor stop anything. Queries (rank, size) still answer. */
-int hvds__forked_copy(void);
+int hvds__forked_copy(hvds_runtime_t* rt);
 /* Records why an operation of such a process cannot run; returns HVDS_INVALID_USAGE. */
-hvds_result_t hvds__forked_error(const char* what);
+hvds_result_t hvds__forked_error(hvds_runtime_t* rt, const char* what);
 /* Records the message of a failed API call for hvds_last_error(); returns rc. */
 hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "clock.h"
 #include "collectives.h"
 #include "param.h"
 #include "quantize.h"
 #include "sparse_stream.h"
 #include "state.h"
+#include "tags.h"
 #include "zen_hash.h"
-
-#define rt hvds__rt
 
 #define PROBE_N ((size_t)1 << 16)
 #define PROBE_KEY_BITS 24
@@ -27,7 +27,6 @@
 /* About 0.15 ms each to encode, less to decode: 2-3 ms in all, so that one preemption does not
  * decide the figure. */
 #define QUANT_RUNS 16
-#define TAG_WORK_PROBE ((1ull << 39) + 24)  // after the network probe's tags (net_probe.c)
 
 static uint64_t next_random(uint64_t* s) {  // xorshift64
   *s ^= *s << 13;
@@ -88,11 +87,10 @@ static void time_quant(float* values, char* code, double* enc, double* dec) {
 
 hvds_result_t hvds__work_probe(hvds_p2p_t* world, hvds_work_speed_t* w) {
   double v[4] = {0, 0, 0, 0};
-  hvds_coll_opts_t o = {TAG_WORK_PROBE, HVDS_ALGO_AUTO, 0, 0};
+  hvds_coll_opts_t o = {HVDS_TAG_INIT_WORK_PROBE, HVDS_ALGO_AUTO, 0, 0};
   int on = hvds__param_int(HVDS_PARAM_SPARSE_LOCAL_WORK) != 0;
   if (world->size > 1 && on) {  // start together, so that every rank's runs overlap the others'
-    hvds_result_t rc = hvds__allreduce(world, v, 1, HVDS_FLOAT64, HVDS_MAX, &o);
-    if (rc != HVDS_SUCCESS) return rc;
+    HVDS_CHECK(hvds__allreduce(world, v, 1, HVDS_FLOAT64, HVDS_MAX, &o));
   }
   if (on) {
     uint64_t* key = malloc(3 * PROBE_N * sizeof(uint64_t));
@@ -105,9 +103,8 @@ hvds_result_t hvds__work_probe(hvds_p2p_t* world, hvds_work_speed_t* w) {
   }
   if (world->size > 1) {
     // The slowest rank's figures: a collective waits for it, and every rank prices alike.
-    o.tag = TAG_WORK_PROBE + 1;
-    hvds_result_t rc = hvds__allreduce(world, v, 4, HVDS_FLOAT64, HVDS_MAX, &o);
-    if (rc != HVDS_SUCCESS) return rc;
+    o.tag = HVDS_TAG_INIT_WORK_PROBE + 1;
+    HVDS_CHECK(hvds__allreduce(world, v, 4, HVDS_FLOAT64, HVDS_MAX, &o));
   }
   *w = (hvds_work_speed_t){v[0], v[1], v[2], v[3]};
   return HVDS_SUCCESS;

@@ -159,26 +159,26 @@ static char* slot(shm_t* s, int q, uint64_t round) {
  * round copies its range in from the inputs and the result out to the outputs, so a fused
  * allreduce needs no fusion buffer: each byte is copied in once and out once. */
 typedef struct {
-  const hvds_shm_piece_t* v;
+  const hvds_coll_piece_t* v;
   int n;
 } pieces_t;
 
 /* Runs body for every piece's part of [off, off + len) with pc (the piece), in_piece (offset in
  * it), bytes and in_range (offset in [off, off + len)). body must not break or continue. */
-#define FOR_PIECES(L, off, len, body)                                              \
-  do {                                                                             \
-    size_t at_ = 0;                                                                \
-    for (int i_ = 0; i_ < (L)->n && at_ < (off) + (len); i_++) {                  \
-      size_t b_ = (L)->v[i_].bytes;                                                \
-      size_t lo_ = (off) > at_ ? (off) : at_;                                      \
-      size_t hi_ = (off) + (len) < at_ + b_ ? (off) + (len) : at_ + b_;            \
-      if (hi_ > lo_) {                                                             \
-        const hvds_shm_piece_t* pc = &(L)->v[i_];                                  \
-        size_t in_piece = lo_ - at_, bytes = hi_ - lo_, in_range = lo_ - (off);    \
-        body;                                                                      \
-      }                                                                            \
-      at_ += b_;                                                                   \
-    }                                                                              \
+#define FOR_PIECES(L, off, len, body)                                           \
+  do {                                                                          \
+    size_t at_ = 0;                                                             \
+    for (int i_ = 0; i_ < (L)->n && at_ < (off) + (len); i_++) {                \
+      size_t b_ = (L)->v[i_].bytes;                                             \
+      size_t lo_ = (off) > at_ ? (off) : at_;                                   \
+      size_t hi_ = (off) + (len) < at_ + b_ ? (off) + (len) : at_ + b_;         \
+      if (hi_ > lo_) {                                                          \
+        const hvds_coll_piece_t* pc = &(L)->v[i_];                              \
+        size_t in_piece = lo_ - at_, bytes = hi_ - lo_, in_range = lo_ - (off); \
+        body;                                                                   \
+      }                                                                         \
+      at_ += b_;                                                                \
+    }                                                                           \
   } while (0)
 
 static void gather(const pieces_t* L, size_t off, size_t len, char* dst) {
@@ -261,9 +261,8 @@ static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n
   return rc;
 }
 
-static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
-                                       int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op,
-                                       int agree) {
+static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_coll_piece_t* pieces, int npieces,
+                                       hvds_dtype_t dtype, hvds_reduce_op_t op, int agree) {
   if (!hvds__shm_p2p_is(p)) return HVDS_INVALID_ARGUMENT;
   hvds_result_t rc = hvds__coll_check(p, dtype, op);
   size_t esz = hvds__dtype_bytes(dtype), total = 0;
@@ -300,19 +299,19 @@ static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_shm_piece_t* pi
   return rc;
 }
 
-hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
+hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_coll_piece_t* pieces,
                                          int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op) {
   return allreduce_polling(p, pieces, npieces, dtype, op, 0);
 }
 
 hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                                   hvds_reduce_op_t op) {
-  hvds_shm_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
+  hvds_coll_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
   return allreduce_polling(p, &whole, 1, dtype, op, 0);
 }
 
 hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                               hvds_reduce_op_t op) {
-  hvds_shm_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
+  hvds_coll_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
   return allreduce_polling(p, &whole, 1, dtype, op, 1);
 }

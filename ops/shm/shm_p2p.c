@@ -21,8 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu_budget.h"
+#include "check.h"
 #include "clock.h"
+#include "cpu_budget.h"
 #include "log.h"
 #include "shm_internal.h"
 
@@ -308,8 +309,7 @@ static hvds_result_t shm_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
 
 static hvds_result_t shm_bell_ring(hvds_p2p_t* p, uint64_t epoch) {
   shm_t* s = shm_of(p);
-  hvds_result_t rc = hvds__shm_check_remote(s);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__shm_check_remote(s));
   for (int q = 0; q < p->size; q++) {
     if (q == p->rank) continue;
     uint64_t old = atomic_load(&s->ctrl[q].bell);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "collectives.h"
 #include "p2p.h"
 
 #ifdef __cplusplus
@@ -82,18 +83,10 @@ hvds_result_t hvds__shm_allreduce(hvds_p2p_t* p, void* buf, size_t count, hvds_d
 hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                               hvds_reduce_op_t op);
 
-/* One tensor of a fused allreduce: bytes from in (NULL: zeros, a rank without the tensor), the
- * result to out (NULL: not wanted; may equal in). */
-typedef struct {
-  const void* in;
-  void* out;
-  size_t bytes; /* a multiple of the element size */
-} hvds_shm_piece_t;
-
 /* As hvds__shm_allreduce, over the concatenation of npieces tensors, copied straight from their
  * inputs into the segment and from the segment to their outputs (no fusion buffer). Every rank
  * passes the same total bytes. */
-hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_shm_piece_t* pieces,
+hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_coll_piece_t* pieces,
                                          int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op);
 
 /* Test only: makes this rank vanish as a crashed process would (drops its liveness lock without

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "quantize.h"
 #include "sparse_internal.h"
 
@@ -49,8 +50,7 @@ static hvds_result_t exchange(hvds_sparse_ctx_t* c, const hvds_sstream_t* in, ds
   int P = c->p->size, r = c->p->rank;
   if (hvds__sstream_split(lay, in, P, &x->sbuf, x->soff, x->sbytes, x->scount) != HVDS_SUCCESS)
     return hvds__sparse_nomem(c, "dsar_split_allgather");
-  hvds_result_t rc = hvds__sparse_alltoall_u64(c, NULL, P, r, x->scount, x->rcount);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__sparse_alltoall_u64(c, NULL, P, r, x->scount, x->rcount));
   size_t len = range_len(lay->dim, P, r), total = 0;
   for (int j = 0; j < P; j++) {
     x->roff[j] = total;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "reduce.h"
 #include "sparse_internal.h"
 #include "sparse_quant.h"
@@ -202,8 +203,7 @@ hvds_result_t hvds__sparse_fold(hvds_sparse_ctx_t* c, const hvds_sparse_fold_t* 
     return rc;
   }
   hvds_sstream_t t;
-  hvds_result_t rc = hvds__sparse_xchg(c, -1, NULL, r - 1, 0, c->lay.dim, &t);
-  if (rc != HVDS_SUCCESS) return rc;
+  HVDS_CHECK(hvds__sparse_xchg(c, -1, NULL, r - 1, 0, c->lay.dim, &t));
   return hvds__sparse_merge_in(c, acc, &t, "sparse fold");
 }
 

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "clock.h"
 #include "log.h"
 #include "tcp_internal.h"
@@ -142,8 +143,7 @@ static hvds_result_t wait_done(tcp_t* t, tcp_req_t* r, int ms, int forever) {
   double poll_until = t->poll_us > 0 ? hvds__now() + t->poll_us * 1e-6 : 0;
   while (!r->done && poll_until > 0) {
     if (atomic_load(&t->failed) || t->peers[r->peer].dead || hvds__now() >= poll_until) break;
-    hvds_result_t rc = hvds__tcp_progress(t, 0);
-    if (rc != HVDS_SUCCESS) return rc;
+    HVDS_CHECK(hvds__tcp_progress(t, 0));
   }
   while (!r->done) {
     if (atomic_load(&t->failed)) return failed_rc(t);
@@ -158,8 +158,7 @@ static hvds_result_t wait_done(tcp_t* t, tcp_req_t* r, int ms, int forever) {
       }
       left = l < 0 ? 0 : (l > INT_MAX ? INT_MAX : (int)l);
     }
-    hvds_result_t rc = hvds__tcp_progress(t, left);
-    if (rc != HVDS_SUCCESS) return rc;
+    HVDS_CHECK(hvds__tcp_progress(t, left));
     polled = 1;
   }
   return HVDS_SUCCESS;

@@ -72,7 +72,7 @@ TEST_P(ShmRanks, SegmentAllreducePieces) {
     const size_t sizes[] = {1, 0, 1000, 37, size_t{3} << 18, 5};
     const int np = sizeof sizes / sizeof sizes[0];
     std::vector<std::vector<float>> in(np), out(np);
-    std::vector<hvds_shm_piece_t> pieces(np);
+    std::vector<hvds_coll_piece_t> pieces(np);
     std::vector<float> whole;
     for (int t = 0; t < np; t++) {
       in[t].resize(sizes[t]);
@@ -102,7 +102,7 @@ TEST_P(ShmRanks, SegmentAllreducePieces) {
       }
       at += sizes[t];
     }
-    hvds_shm_piece_t odd = {in[0].data(), out[0].data(), 3};  // not whole floats
+    hvds_coll_piece_t odd = {in[0].data(), out[0].data(), 3};  // not whole floats
     EXPECT_EQ(hvds__shm_allreduce_pieces(p, &odd, 1, HVDS_FLOAT32, HVDS_SUM),
               HVDS_INVALID_ARGUMENT);
   });
