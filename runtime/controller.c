@@ -33,7 +33,7 @@ static void entry_to_request(const hvds_pset_t* s, const hvds_entry_t* e, hvds_r
   r->type = e->type;
   r->dtype = e->input.dtype;
   r->root_rank = e->root_rank;
-  r->device = e->input.device;
+  r->device = hvds__device_class(e->input.device);
   r->reduce_op = e->op;
   r->prescale = e->prescale;
   r->postscale = e->postscale;

@@ -26,14 +26,14 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-/* What must match across ranks: name, collective, dtype, op, factors, device and shape. */
+/* What must match across ranks: name, collective, dtype, op, factors, device class and shape. */
 static uint64_t fingerprint(const hvds_entry_t* e) {
   uint64_t h = 1469598103934665603ull;
   for (const char* c = e->name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
   h = mix(h, (uint64_t)e->type);
   h = mix(h, (uint64_t)e->input.dtype);
   h = mix(h, (uint64_t)e->op);
-  h = mix(h, (uint64_t)(int64_t)e->input.device);
+  h = mix(h, (uint64_t)(int64_t)hvds__device_class(e->input.device));
   uint64_t bits;
   memcpy(&bits, &e->prescale, sizeof bits);
   h = mix(h, bits);
@@ -105,7 +105,7 @@ static int respond(const hvds_pset_t* s, const hvds_entry_t* e, hvds_response_t*
   r->dtype = e->input.dtype;
   r->reduce_op = e->op;
   r->root_rank = e->root_rank;
-  r->device = e->input.device;
+  r->device = hvds__device_class(e->input.device);
   r->prescale = e->prescale;
   r->postscale = e->postscale;
   r->last_joined_rank = -1;

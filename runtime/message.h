@@ -32,12 +32,21 @@ typedef enum {
 
 const char* hvds__msg_type_name(int type); /* "ALLREDUCE", ... */
 
+/* What requests, responses, the cache, fusion and the ordered lane compare of a tensor's device:
+ * its class, not its index. */
+#define HVDS_DEVICE_CLASS_CPU (-1)
+#define HVDS_DEVICE_CLASS_GPU 0
+static inline int32_t hvds__device_class(int32_t device) {
+  return device < 0 ? HVDS_DEVICE_CLASS_CPU : HVDS_DEVICE_CLASS_GPU;
+}
+
 typedef struct {
   int32_t rank;      /* requesting rank, in the process set */
   int32_t type;      /* hvds_msg_type_t */
   int32_t dtype;     /* hvds_dtype_t */
   int32_t root_rank; /* broadcast */
-  int32_t device;    /* -1 CPU */
+  int32_t device;    /* the device class: HVDS_DEVICE_CLASS_CPU or _GPU (each rank's own tensor
+                        names its GPU: rank r on GPU local_rank is the normal case) */
   int32_t reduce_op; /* hvds_reduce_op_t */
   double prescale;
   double postscale;
