@@ -1,0 +1,238 @@
+// Validation of every message kind at the set's rank 0 (validate.c): each disagreement between
+// two ranks' requests becomes Horovod's message with " [tensor: NAME; ranks A and B]" (global
+// ranks), and what one request alone gets wrong ends in " [tensor: NAME]".
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "validate.h"
+
+namespace {
+
+// A request for tensor "t": a float32 CPU allreduce of shape [4] unless a case changes it.
+hvds_request_t Request() {
+  hvds_request_t r = {};
+  r.type = HVDS_MSG_ALLREDUCE;
+  r.dtype = HVDS_FLOAT32;
+  r.device = -1;
+  r.reduce_op = HVDS_SUM;
+  r.prescale = r.postscale = 1.0;
+  r.ndim = 1;
+  r.shape[0] = 4;
+  r.name = const_cast<char*>("t");  // validation only reads it
+  return r;
+}
+
+void SetShape(hvds_request_t& r, std::vector<int64_t> shape) {
+  r.ndim = (int32_t)shape.size();
+  for (size_t d = 0; d < shape.size(); d++) r.shape[d] = shape[d];
+}
+
+// Validates reqs (nullptr: that set rank sent none) on a set of the given global ranks, with
+// joined ranks having called join. Returns the message, or "" when they agree.
+std::string Validate(std::vector<hvds_request_t*> reqs, std::vector<int32_t> ranks, int joined) {
+  std::vector<hvds_request_t> table(reqs.size());
+  for (size_t r = 0; r < reqs.size(); r++)
+    if (reqs[r]) table[r] = *reqs[r];
+  hvds_pset_t s = {};
+  s.ranks = ranks.data();
+  s.n = (int32_t)ranks.size();
+  s.joined_count = joined;
+  hvds_table_rec_t rec = {};
+  rec.reqs = table.data();
+  char err[1024] = "";
+  return hvds__validate_requests(&s, &rec, err, sizeof err) == 0 ? "" : err;
+}
+
+// One case: two ranks (global 3 and 5) start from Request() and the case changes them.
+struct Case {
+  const char* id;
+  void (*change)(hvds_request_t& a, hvds_request_t& b);
+  const char* message;  // "" when the requests agree
+};
+
+class NegotiationValidate : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NegotiationValidate, ReportsHorovodsMessage) {
+  hvds_request_t a = Request(), b = Request();
+  GetParam().change(a, b);
+  std::string suffix = GetParam().message[0] ? " [tensor: t; ranks 3 and 5]" : "";
+  EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0), GetParam().message + suffix);
+}
+
+const Case kPairCases[] = {
+    {"operation", [](hvds_request_t&, hvds_request_t& b) { b.type = HVDS_MSG_ALLGATHER; },
+     "Mismatched operations: One rank did an ALLREDUCE, but another rank did an ALLGATHER."},
+    {"barrier_against_allreduce",
+     [](hvds_request_t& a, hvds_request_t&) { a.type = HVDS_MSG_BARRIER; },
+     "Mismatched operations: One rank did an BARRIER, but another rank did an ALLREDUCE."},
+    {"dtype", [](hvds_request_t&, hvds_request_t& b) { b.dtype = HVDS_INT32; },
+     "Mismatched data types: One rank had type FLOAT32, but another rank had type INT32."},
+    {"cpu_against_gpu", [](hvds_request_t&, hvds_request_t& b) { b.device = 0; },
+     "Mismatched ALLREDUCE CPU/GPU device selection: One rank specified device CPU, but another "
+     "rank specified device GPU."},
+    {"gpu_against_cpu_broadcast",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_BROADCAST;
+       a.device = 1;
+     },
+     "Mismatched BROADCAST CPU/GPU device selection: One rank specified device GPU, but another "
+     "rank specified device CPU."},
+    // Ranks on different local GPUs is the normal case: only the device class must agree.
+    {"gpu0_and_gpu1_agree",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.device = 0;
+       b.device = 1;
+     },
+     ""},
+    {"allreduce_shape", [](hvds_request_t&, hvds_request_t& b) { SetShape(b, {5}); },
+     "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank "
+     "sent a tensor of shape [5]."},
+    {"allreduce_same_count_other_shape", [](hvds_request_t&, hvds_request_t& b) { SetShape(b, {2, 2}); },
+     "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank "
+     "sent a tensor of shape [2, 2]."},
+    {"broadcast_shape",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_BROADCAST;
+       SetShape(b, {4, 1});
+     },
+     "Mismatched BROADCAST tensor shapes: One rank sent a tensor of shape [4], but another rank "
+     "sent a tensor of shape [4, 1]."},
+    {"reducescatter_shape",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_REDUCESCATTER;
+       SetShape(a, {6, 2});
+       SetShape(b, {6, 3});
+     },
+     "Mismatched REDUCESCATTER tensor shapes: One rank sent a tensor of shape [6, 2], but another "
+     "rank sent a tensor of shape [6, 3]."},
+    {"allgather_rank",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_ALLGATHER;
+       SetShape(a, {4, 3});
+     },
+     "Mismatched ALLGATHER tensor shapes: One rank sent a tensor of rank 2, but another rank sent "
+     "a tensor of rank 1."},
+    {"allgather_trailing_dimension",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_ALLGATHER;
+       SetShape(a, {4, 3, 2});
+       SetShape(b, {4, 3, 5});
+     },
+     "Mismatched ALLGATHER tensor shapes: One rank sent a tensor with dimension 2 equal to 2, but "
+     "another rank sent a tensor with dimension 2 equal to 5."},
+    {"allgather_first_dimension_may_differ",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_ALLGATHER;
+       SetShape(a, {4, 3});
+       SetShape(b, {7, 3});
+     },
+     ""},
+    {"alltoall_rank",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_ALLTOALL;
+       SetShape(b, {4, 1});
+     },
+     "Mismatched ALLTOALL tensor shapes: One rank sent a tensor of rank 1, but another rank sent "
+     "a tensor of rank 2."},
+    {"alltoall_trailing_dimension",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_ALLTOALL;
+       SetShape(a, {2, 8});
+       SetShape(b, {6, 9});
+     },
+     "Mismatched ALLTOALL tensor shapes: One rank sent a tensor with dimension 1 equal to 8, but "
+     "another rank sent a tensor with dimension 1 equal to 9."},
+    {"prescale", [](hvds_request_t&, hvds_request_t& b) { b.prescale = 2.0; },
+     "Mismatched prescale and/or postscale factors: One rank sent factors (1, 1), but another "
+     "rank sent factors (2, 1)."},
+    {"postscale_reducescatter",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_REDUCESCATTER;
+       a.postscale = 0.5;
+     },
+     "Mismatched prescale and/or postscale factors: One rank sent factors (1, 0.5), but another "
+     "rank sent factors (1, 1)."},
+    {"reduce_op", [](hvds_request_t&, hvds_request_t& b) { b.reduce_op = HVDS_MAX; },
+     "Mismatched reduction operation: One rank sent reduction op 1, but another rank sent "
+     "reduction op 4."},
+    {"broadcast_root",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       a.type = b.type = HVDS_MSG_BROADCAST;
+       b.root_rank = 1;
+     },
+     "Mismatched BROADCAST root ranks: One rank specified root rank 3, but another rank specified "
+     "root rank 5."},
+    {"process_set_add_ranks",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       static int32_t x[] = {0, 1}, y[] = {0, 2};
+       a.type = b.type = HVDS_MSG_PS_ADD;
+       a.extra = x;
+       b.extra = y;
+       a.nextra = b.nextra = 2;
+     },
+     "Different ranks tried to add different process sets."},
+    {"process_set_add_same_ranks",
+     [](hvds_request_t& a, hvds_request_t& b) {
+       static int32_t x[] = {0, 1}, y[] = {0, 1};
+       a.type = b.type = HVDS_MSG_PS_ADD;
+       a.extra = x;
+       b.extra = y;
+       a.nextra = b.nextra = 2;
+     },
+     ""},
+};
+
+INSTANTIATE_TEST_SUITE_P(Pairs, NegotiationValidate, ::testing::ValuesIn(kPairCases),
+                         [](const auto& info) { return std::string(info.param.id); });
+
+// The reference is the first rank that sent a request; the first rank that differs is named.
+TEST(NegotiationValidateRanks, NamesTheFirstRankThatDiffers) {
+  hvds_request_t a = Request(), b = Request(), c = Request();
+  c.dtype = HVDS_FLOAT64;
+  EXPECT_EQ(Validate({nullptr, &a, &b, &c}, {0, 2, 4, 6}, 0),
+            "Mismatched data types: One rank had type FLOAT32, but another rank had type FLOAT64. "
+            "[tensor: t; ranks 2 and 6]");
+}
+
+// A rank-zero tensor cannot be gathered or scattered, whatever the other ranks sent.
+TEST(NegotiationValidateAlone, RankZeroTensorsForGatherKinds) {
+  const std::pair<int32_t, const char*> kinds[] = {{HVDS_MSG_ALLGATHER, "ALLGATHER"},
+                                                   {HVDS_MSG_ALLTOALL, "ALLTOALL"},
+                                                   {HVDS_MSG_REDUCESCATTER, "REDUCESCATTER"}};
+  for (const auto& [type, text] : kinds) {
+    hvds_request_t a = Request(), b = Request();
+    a.type = b.type = type;
+    a.ndim = b.ndim = 0;
+    EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0),
+              std::string("Process-set rank zero tried to ") + text + " a rank-zero tensor. " +
+                  "[tensor: t]");
+  }
+  hvds_request_t a = Request(), b = Request();
+  a.ndim = b.ndim = 0;  // an allreduce of a scalar is fine
+  EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0), "");
+}
+
+// Once a rank has joined, the operations Join does not support fail with Horovod's words; the
+// joined rank sent no request.
+TEST(NegotiationValidateAlone, OperationsJoinRefuses) {
+  const std::pair<int32_t, const char*> refused[] = {
+      {HVDS_MSG_ALLGATHER,
+       "Allgather is not supported with Join at this time. Specify sparse_to_dense=True if using "
+       "DistributedOptimizer"},
+      {HVDS_MSG_ALLTOALL, "Alltoall is not supported with Join at this time."},
+      {HVDS_MSG_BROADCAST, "Broadcast is not supported with Join at this time."},
+      {HVDS_MSG_REDUCESCATTER, "Reducescatter is not supported with Join at this time."},
+  };
+  for (const auto& [type, text] : refused) {
+    hvds_request_t a = Request();
+    a.type = type;
+    EXPECT_EQ(Validate({&a, nullptr}, {3, 5}, 1), std::string(text) + " [tensor: t]");
+    EXPECT_EQ(Validate({&a, nullptr}, {3, 5}, 0), "") << "refused without a join: " << text;
+  }
+  hvds_request_t a = Request();  // allreduce: the joined rank contributes zeros
+  EXPECT_EQ(Validate({&a, nullptr}, {3, 5}, 1), "");
+}
+
+}  // namespace
