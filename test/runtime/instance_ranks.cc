@@ -126,6 +126,24 @@ Outcome Peek(hvds_runtime_t* rt, hvds_handle_t h) {
 
 bool Done(hvds_runtime_t* rt, hvds_handle_t h) { return Peek(rt, h).status != HVDS_IN_PROGRESS; }
 
+hvds_handle_t Join(hvds_runtime_t* rt) {
+  hvds_handle_t h = 0;
+  EXPECT_EQ(hvds__enqueue_control(rt, HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, &h),
+            HVDS_SUCCESS)
+      << hvds_last_error();
+  return h;
+}
+
+void AllreduceInOneCycle(InstanceRanks& ranks, hvds_runtime_t* rt, const char* name,
+                         std::vector<float>& v) {
+  hvds_handle_t h = Submit(rt, HVDS_MSG_ALLREDUCE, name, Tensor(v));
+  ranks.Sync();  // queued on every rank before anyone's cycle
+  ranks.Cycle(rt);
+  Outcome out = Peek(rt, h);
+  EXPECT_EQ(out.status, HVDS_SUCCESS) << name << ": " << out.message;
+  hvds__release(rt, h);
+}
+
 const hvds_cache_entry_t* Cached(const hvds_pset_t* s, const char* name) {
   intptr_t slot = (intptr_t)hvds__name_map_get(&s->cache.index, name);  // slot + 1, 0 absent
   return slot ? hvds__cache_get(&s->cache, (int32_t)(slot - 1)) : nullptr;

@@ -74,6 +74,13 @@ struct Outcome {
 Outcome Peek(hvds_runtime_t* rt, hvds_handle_t h);
 bool Done(hvds_runtime_t* rt, hvds_handle_t h);
 
+// Queues a join on rt's global set; fails the test if the runtime refuses it.
+hvds_handle_t Join(hvds_runtime_t* rt);
+// Every rank queues an allreduce of v under name, then runs one cycle, after which the
+// allreduce must have succeeded (its handle is released).
+void AllreduceInOneCycle(InstanceRanks& ranks, hvds_runtime_t* rt, const char* name,
+                         std::vector<float>& v);
+
 // The cache slot of name in set s, or nullptr.
 const hvds_cache_entry_t* Cached(const hvds_pset_t* s, const char* name);
 

@@ -11,24 +11,13 @@
 
 namespace {
 
+using hvds_test::AllreduceInOneCycle;
 using hvds_test::Cached;
-using hvds_test::Done;
 using hvds_test::InstanceRanks;
 using hvds_test::KnobOverride;
 using hvds_test::Peek;
 using hvds_test::Submit;
 using hvds_test::Tensor;
-
-// Every rank queues an allreduce of v under name, then every rank runs one cycle; the
-// allreduce must be done after it.
-void AllreduceInOneCycle(InstanceRanks& ranks, hvds_runtime_t* rt, const char* name,
-                         std::vector<float>& v) {
-  hvds_handle_t h = Submit(rt, HVDS_MSG_ALLREDUCE, name, Tensor(v));
-  ranks.Sync();  // queued on every rank before anyone's cycle
-  ranks.Cycle(rt);
-  EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << name << ": " << Peek(rt, h).message;
-  hvds__release(rt, h);
-}
 
 TEST(NegotiationPaths, FirstTimeAtRankZeroThenFromTheCache) {
   InstanceRanks ranks(3);
