@@ -87,8 +87,7 @@ bool InstanceRanks::CycleUntil(hvds_runtime_t* rt, const std::function<bool()>& 
     if (barrier_.AllTrue(done() || over) || barrier_.Broken()) break;
   }
   bool all = barrier_.AllTrue(done());
-  EXPECT_TRUE(all) << "rank " << rt->rank << ": not every rank was done within " << limit_s
-                   << " s";
+  EXPECT_TRUE(all) << "rank " << rt->rank << ": not every rank was done within " << limit_s << " s";
   return all;
 }
 
@@ -128,8 +127,7 @@ bool Done(hvds_runtime_t* rt, hvds_handle_t h) { return Peek(rt, h).status != HV
 
 hvds_handle_t Join(hvds_runtime_t* rt) {
   hvds_handle_t h = 0;
-  EXPECT_EQ(hvds__enqueue_control(rt, HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, &h),
-            HVDS_SUCCESS)
+  EXPECT_EQ(hvds__enqueue_control(rt, HVDS_MSG_JOIN, "Join", "join.noname", 0, 0, &h), HVDS_SUCCESS)
       << hvds_last_error();
   return h;
 }
@@ -142,6 +140,10 @@ void AllreduceInOneCycle(InstanceRanks& ranks, hvds_runtime_t* rt, const char* n
   Outcome out = Peek(rt, h);
   EXPECT_EQ(out.status, HVDS_SUCCESS) << name << ": " << out.message;
   hvds__release(rt, h);
+}
+
+std::string Paths(const hvds_pset_t* s) {
+  return "slow " + std::to_string(s->slow_rounds) + ", cached " + std::to_string(s->cache_hits);
 }
 
 const hvds_cache_entry_t* Cached(const hvds_pset_t* s, const char* name) {

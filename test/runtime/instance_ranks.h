@@ -81,6 +81,8 @@ hvds_handle_t Join(hvds_runtime_t* rt);
 void AllreduceInOneCycle(InstanceRanks& ranks, hvds_runtime_t* rt, const char* name,
                          std::vector<float>& v);
 
+// Which paths set s's negotiation took so far: "slow N, cached M" (slow rounds, cache hits).
+std::string Paths(const hvds_pset_t* s);
 // The cache slot of name in set s, or nullptr.
 const hvds_cache_entry_t* Cached(const hvds_pset_t* s, const char* name);
 

@@ -10,12 +10,7 @@
 
 namespace {
 
-using hvds_test::AllreduceInOneCycle;
-using hvds_test::InstanceRanks;
-using hvds_test::Join;
-using hvds_test::Peek;
-using hvds_test::Submit;
-using hvds_test::Tensor;
+using namespace hvds_test;  // the harness (instance_ranks.h)
 
 // Ranks 0 and 2 have joined, rank 1 allreduces g: the result is rank 1's own values. Rank 1
 // then joins last, and every rank's join completes naming it.

@@ -11,13 +11,7 @@
 
 namespace {
 
-using hvds_test::AllreduceInOneCycle;
-using hvds_test::Done;
-using hvds_test::InstanceRanks;
-using hvds_test::KnobOverride;
-using hvds_test::Peek;
-using hvds_test::Submit;
-using hvds_test::Tensor;
+using namespace hvds_test;  // the harness (instance_ranks.h)
 
 TEST(NegotiationStall, MissingRankNamedThenTensorFails) {
   KnobOverride warn(HVDS_PARAM_STALL_CHECK_TIME_SECONDS, "0.2");

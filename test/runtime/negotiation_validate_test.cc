@@ -45,9 +45,12 @@ std::string Validate(std::vector<hvds_request_t*> reqs, std::vector<int32_t> ran
   return hvds__validate_requests(&s, &rec, err, sizeof err) == 0 ? "" : err;
 }
 
-// One case: two ranks (global 3 and 5) start from Request() and the case changes them.
+// One case: two ranks (global 3 and 5) send requests of one kind and shapes, which change
+// alters further where it is given.
 struct Case {
   const char* id;
+  int32_t type;
+  std::vector<int64_t> shape_a, shape_b;
   void (*change)(hvds_request_t& a, hvds_request_t& b);
   const char* message;  // "" when the requests agree
 };
@@ -55,134 +58,101 @@ struct Case {
 class NegotiationValidate : public ::testing::TestWithParam<Case> {};
 
 TEST_P(NegotiationValidate, ReportsHorovodsMessage) {
+  const Case& c = GetParam();
   hvds_request_t a = Request(), b = Request();
-  GetParam().change(a, b);
-  std::string suffix = GetParam().message[0] ? " [tensor: t; ranks 3 and 5]" : "";
-  EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0), GetParam().message + suffix);
+  a.type = b.type = c.type;
+  SetShape(a, c.shape_a);
+  SetShape(b, c.shape_b);
+  if (c.change) c.change(a, b);
+  std::string suffix = c.message[0] ? " [tensor: t; ranks 3 and 5]" : "";
+  EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0), c.message + suffix);
 }
 
+constexpr int32_t kAllreduce = HVDS_MSG_ALLREDUCE, kAllgather = HVDS_MSG_ALLGATHER,
+                  kAlltoall = HVDS_MSG_ALLTOALL, kBroadcast = HVDS_MSG_BROADCAST,
+                  kReducescatter = HVDS_MSG_REDUCESCATTER, kPsAdd = HVDS_MSG_PS_ADD;
+
+// Process-set registrations of ranks {0, 1} and {0, last}.
+void AddSets(hvds_request_t& a, hvds_request_t& b, int32_t last) {
+  static int32_t x[] = {0, 1}, y[2];
+  y[0] = 0;
+  y[1] = last;
+  a.extra = x;
+  b.extra = y;
+  a.nextra = b.nextra = 2;
+}
+
+// One case to a paragraph reads better than one field to a line.
+// clang-format off
 const Case kPairCases[] = {
-    {"operation", [](hvds_request_t&, hvds_request_t& b) { b.type = HVDS_MSG_ALLGATHER; },
+    {"operation", kAllreduce, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.type = HVDS_MSG_ALLGATHER; },
      "Mismatched operations: One rank did an ALLREDUCE, but another rank did an ALLGATHER."},
-    {"barrier_against_allreduce",
+    {"barrier_against_allreduce", kAllreduce, {4}, {4},
      [](hvds_request_t& a, hvds_request_t&) { a.type = HVDS_MSG_BARRIER; },
      "Mismatched operations: One rank did an BARRIER, but another rank did an ALLREDUCE."},
-    {"dtype", [](hvds_request_t&, hvds_request_t& b) { b.dtype = HVDS_INT32; },
+    {"dtype", kAllreduce, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.dtype = HVDS_INT32; },
      "Mismatched data types: One rank had type FLOAT32, but another rank had type INT32."},
-    {"cpu_against_gpu", [](hvds_request_t&, hvds_request_t& b) { b.device = 0; },
+    {"cpu_against_gpu", kAllreduce, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.device = 0; },
      "Mismatched ALLREDUCE CPU/GPU device selection: One rank specified device CPU, but another "
      "rank specified device GPU."},
-    {"gpu_against_cpu_broadcast",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_BROADCAST;
-       a.device = 1;
-     },
+    {"gpu_against_cpu_broadcast", kBroadcast, {4}, {4},
+     [](hvds_request_t& a, hvds_request_t&) { a.device = 1; },
      "Mismatched BROADCAST CPU/GPU device selection: One rank specified device GPU, but another "
      "rank specified device CPU."},
     // Ranks on different local GPUs is the normal case: only the device class must agree.
-    {"gpu0_and_gpu1_agree",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.device = 0;
-       b.device = 1;
-     },
-     ""},
-    {"allreduce_shape", [](hvds_request_t&, hvds_request_t& b) { SetShape(b, {5}); },
+    {"gpu0_and_gpu1_agree", kAllreduce, {4}, {4},
+     [](hvds_request_t& a, hvds_request_t& b) { a.device = 0, b.device = 1; }, ""},
+    {"allreduce_shape", kAllreduce, {4}, {5}, nullptr,
      "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank "
      "sent a tensor of shape [5]."},
-    {"allreduce_same_count_other_shape", [](hvds_request_t&, hvds_request_t& b) { SetShape(b, {2, 2}); },
+    {"allreduce_same_count_other_shape", kAllreduce, {4}, {2, 2}, nullptr,
      "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank "
      "sent a tensor of shape [2, 2]."},
-    {"broadcast_shape",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_BROADCAST;
-       SetShape(b, {4, 1});
-     },
+    {"broadcast_shape", kBroadcast, {4}, {4, 1}, nullptr,
      "Mismatched BROADCAST tensor shapes: One rank sent a tensor of shape [4], but another rank "
      "sent a tensor of shape [4, 1]."},
-    {"reducescatter_shape",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_REDUCESCATTER;
-       SetShape(a, {6, 2});
-       SetShape(b, {6, 3});
-     },
+    {"reducescatter_shape", kReducescatter, {6, 2}, {6, 3}, nullptr,
      "Mismatched REDUCESCATTER tensor shapes: One rank sent a tensor of shape [6, 2], but another "
      "rank sent a tensor of shape [6, 3]."},
-    {"allgather_rank",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_ALLGATHER;
-       SetShape(a, {4, 3});
-     },
+    {"allgather_rank", kAllgather, {4, 3}, {4}, nullptr,
      "Mismatched ALLGATHER tensor shapes: One rank sent a tensor of rank 2, but another rank sent "
      "a tensor of rank 1."},
-    {"allgather_trailing_dimension",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_ALLGATHER;
-       SetShape(a, {4, 3, 2});
-       SetShape(b, {4, 3, 5});
-     },
+    {"allgather_trailing_dimension", kAllgather, {4, 3, 2}, {4, 3, 5}, nullptr,
      "Mismatched ALLGATHER tensor shapes: One rank sent a tensor with dimension 2 equal to 2, but "
      "another rank sent a tensor with dimension 2 equal to 5."},
-    {"allgather_first_dimension_may_differ",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_ALLGATHER;
-       SetShape(a, {4, 3});
-       SetShape(b, {7, 3});
-     },
-     ""},
-    {"alltoall_rank",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_ALLTOALL;
-       SetShape(b, {4, 1});
-     },
+    {"allgather_first_dimension_may_differ", kAllgather, {4, 3}, {7, 3}, nullptr, ""},
+    {"alltoall_rank", kAlltoall, {4}, {4, 1}, nullptr,
      "Mismatched ALLTOALL tensor shapes: One rank sent a tensor of rank 1, but another rank sent "
      "a tensor of rank 2."},
-    {"alltoall_trailing_dimension",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_ALLTOALL;
-       SetShape(a, {2, 8});
-       SetShape(b, {6, 9});
-     },
+    {"alltoall_trailing_dimension", kAlltoall, {2, 8}, {6, 9}, nullptr,
      "Mismatched ALLTOALL tensor shapes: One rank sent a tensor with dimension 1 equal to 8, but "
      "another rank sent a tensor with dimension 1 equal to 9."},
-    {"prescale", [](hvds_request_t&, hvds_request_t& b) { b.prescale = 2.0; },
+    {"prescale", kAllreduce, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.prescale = 2.0; },
      "Mismatched prescale and/or postscale factors: One rank sent factors (1, 1), but another "
      "rank sent factors (2, 1)."},
-    {"postscale_reducescatter",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_REDUCESCATTER;
-       a.postscale = 0.5;
-     },
+    {"postscale_reducescatter", kReducescatter, {4}, {4},
+     [](hvds_request_t& a, hvds_request_t&) { a.postscale = 0.5; },
      "Mismatched prescale and/or postscale factors: One rank sent factors (1, 0.5), but another "
      "rank sent factors (1, 1)."},
-    {"reduce_op", [](hvds_request_t&, hvds_request_t& b) { b.reduce_op = HVDS_MAX; },
+    {"reduce_op", kAllreduce, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.reduce_op = HVDS_MAX; },
      "Mismatched reduction operation: One rank sent reduction op 1, but another rank sent "
      "reduction op 4."},
-    {"broadcast_root",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       a.type = b.type = HVDS_MSG_BROADCAST;
-       b.root_rank = 1;
-     },
+    {"broadcast_root", kBroadcast, {4}, {4},
+     [](hvds_request_t&, hvds_request_t& b) { b.root_rank = 1; },
      "Mismatched BROADCAST root ranks: One rank specified root rank 3, but another rank specified "
      "root rank 5."},
-    {"process_set_add_ranks",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       static int32_t x[] = {0, 1}, y[] = {0, 2};
-       a.type = b.type = HVDS_MSG_PS_ADD;
-       a.extra = x;
-       b.extra = y;
-       a.nextra = b.nextra = 2;
-     },
+    {"process_set_add_ranks", kPsAdd, {}, {},
+     [](hvds_request_t& a, hvds_request_t& b) { AddSets(a, b, 2); },
      "Different ranks tried to add different process sets."},
-    {"process_set_add_same_ranks",
-     [](hvds_request_t& a, hvds_request_t& b) {
-       static int32_t x[] = {0, 1}, y[] = {0, 1};
-       a.type = b.type = HVDS_MSG_PS_ADD;
-       a.extra = x;
-       b.extra = y;
-       a.nextra = b.nextra = 2;
-     },
-     ""},
+    {"process_set_add_same_ranks", kPsAdd, {}, {},
+     [](hvds_request_t& a, hvds_request_t& b) { AddSets(a, b, 1); }, ""},
 };
+// clang-format on
 
 INSTANTIATE_TEST_SUITE_P(Pairs, NegotiationValidate, ::testing::ValuesIn(kPairCases),
                          [](const auto& info) { return std::string(info.param.id); });
@@ -205,9 +175,8 @@ TEST(NegotiationValidateAlone, RankZeroTensorsForGatherKinds) {
     hvds_request_t a = Request(), b = Request();
     a.type = b.type = type;
     a.ndim = b.ndim = 0;
-    EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0),
-              std::string("Process-set rank zero tried to ") + text + " a rank-zero tensor. " +
-                  "[tensor: t]");
+    EXPECT_EQ(Validate({&a, &b}, {3, 5}, 0), std::string("Process-set rank zero tried to ") + text +
+                                                 " a rank-zero tensor. " + "[tensor: t]");
   }
   hvds_request_t a = Request(), b = Request();
   a.ndim = b.ndim = 0;  // an allreduce of a scalar is fine
