@@ -4,6 +4,7 @@
 // reaches every rank's handle with Horovod's message.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <vector>
 
 #include "handle.h"
@@ -95,6 +96,8 @@ struct Mismatch {
   int32_t root1;                        // rank 1's broadcast root
   const char* message;
 };
+
+void PrintTo(const Mismatch& m, std::ostream* os) { *os << m.id; }  // names it in test listings
 
 class NegotiationMismatch : public ::testing::TestWithParam<Mismatch> {};
 

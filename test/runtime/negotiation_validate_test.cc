@@ -3,6 +3,7 @@
 // ranks), and what one request alone gets wrong ends in " [tensor: NAME]".
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct Case {
   void (*change)(hvds_request_t& a, hvds_request_t& b);
   const char* message;  // "" when the requests agree
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }  // names it in test listings
 
 class NegotiationValidate : public ::testing::TestWithParam<Case> {};
 
