@@ -272,6 +272,7 @@ static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* o
     if (e == NULL && ce != NULL && s->joined) e = hvds__name_map_get(&s->pending, ce->name);
     if (ce == NULL || (e == NULL && !s->joined)) continue; /* cannot happen: bits agree */
     if (e) e->sent = 1;
+    s->cache_hits++;
     hvds__cache_touch(&s->cache, b);
     int64_t bytes = ce->numel * (int64_t)hvds_dtype_size((hvds_dtype_t)ce->dtype);
     hvds_response_t* r = bucket >= 0 ? &out->items[bucket] : NULL;
@@ -296,6 +297,7 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
   hvds_request_t* mine = NULL;
   int32_t nmine = 0, capmine = 0;
   hvds_result_t rc = HVDS_SUCCESS;
+  s->slow_rounds++;
   for (size_t i = 0; i < s->pending.cap && rc == HVDS_SUCCESS; i++) {
     if (!hvds__name_map_live(&s->pending, i)) continue;
     hvds_entry_t* e = s->pending.slots[i].value;

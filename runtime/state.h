@@ -120,6 +120,8 @@ typedef struct hvds_pset {
   int32_t last_joined;
   double last_stall_check;
   int busy_anywhere;          /* coord: some member had work in the last cycle */
+  uint64_t slow_rounds;       /* coord: cycles that took the slow path (requests to rank 0) */
+  uint64_t cache_hits;        /* coord: tensors the fast path ran from the response cache */
 } hvds_pset_t;
 
 typedef struct hvds_runtime {

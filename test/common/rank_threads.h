@@ -1,5 +1,6 @@
-// Ranks as threads for transport tests: an in-memory rendezvous store, a reusable barrier, and a
-// spawner that gives every rank thread a connected communicator from a transport's create().
+// Ranks as threads for transport tests: an in-memory rendezvous store, a reusable barrier
+// (barrier.h), and a spawner that gives every rank thread a connected communicator from a
+// transport's create().
 #ifndef HVDS_TEST_RANK_THREADS_H_
 #define HVDS_TEST_RANK_THREADS_H_
 
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "barrier.h"
 #include "gloo/gloo_p2p.h"
 
 namespace hvds_test {
@@ -49,28 +51,6 @@ class MemKv {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> map_;
-};
-
-// A reusable barrier among the rank threads.
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      gen_++;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
 };
 
 using CreateFn = hvds_result_t (*)(const hvds_kv_t*, const char*, int, int, const char*,
