@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collectives.h"
 #include "gloo/gloo_p2p.h"
@@ -116,10 +117,42 @@ done:
   return rc;
 }
 
+/* ---- start-up: one deadline, HVDSPARSE_START_TIMEOUT after init began, bounds every wait for
+ * the store and for the other ranks ---- */
+static int64_t start_deadline_ms;
+static int bootstrap_failed; /* the last hvds__bootstrap failed: rank 0 lingers only briefly */
+#define FAILED_START_LINGER_MS 2000
+
+static int64_t monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int start_ms_left(void) {
+  int64_t left = start_deadline_ms - monotonic_ms();
+  return left > 1 ? (int)left : 1;
+}
+
+/* This init's store, served by rank 0 itself (launch_store.h); NULL under `hvdsparse run`. */
+static hvds_launch_store_t* self_served;
+
+/* What a start-up timeout adds to its error: the refused clients rank 0's store saw. */
+static void refused_note(char* out, size_t len) {
+  int refused = hvds__launch_store_refused(self_served);
+  out[0] = '\0';
+  if (refused > 0)
+    snprintf(out, len,
+             "; the rendezvous store refused %d connection%s, as it does a rank whose "
+             "HVDSPARSE_SECRET differs from rank 0's (it must be the same on every rank)",
+             refused, refused == 1 ? "" : "s");
+}
+
 /* addr:port is the store: the launcher's, or rank 0's own (open_self_served_store). */
 static hvds_result_t connect_world(const char* addr, int port) {
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
-  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  int start_ms = start_ms_left();
+  double start_s = hvds__param_dbl(HVDS_PARAM_START_TIMEOUT);
   int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
   char err[512] = "";
   if (addr == NULL || port <= 0)
@@ -150,7 +183,9 @@ static hvds_result_t connect_world(const char* addr, int port) {
   if ((iface == NULL || iface[0] == '\0') && hvds__store_local_addr(rt.store, own, sizeof own) == 0 &&
       strncmp(own, "127.", 4) != 0)
     host = own;
-  int connect_ms = start_ms > timeout_ms ? start_ms : timeout_ms;
+  // Every rank must arrive within the start timeout (HVDSPARSE_START_TIMEOUT), not the
+  // collectives' one.
+  int connect_ms = start_ms_left();
   if (transport && strcmp(transport, "gloo") == 0) {
     rc = hvds__gloo_p2p_create(&kv, prefix, rt.rank, rt.size, iface, host, connect_ms, &rt.world,
                                err, sizeof(err));
@@ -169,17 +204,20 @@ static hvds_result_t connect_world(const char* addr, int port) {
     return hvds__set_error(rc, "rank %d: lost the rendezvous store at %s:%d while waiting for the "
                            "other ranks: %s (the process serving it, the launcher or rank 0, "
                            "probably died)", rt.rank, addr, port, lost);
+  char note[256];
+  refused_note(note, sizeof(note));
+  if (rc == HVDS_TIMEOUT)
+    return hvds__set_error(rc, "rank %d: not every rank reached rendezvous within the start "
+                           "timeout (%g s, HVDSPARSE_START_TIMEOUT): %s%s", rt.rank, start_s, err,
+                           note);
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt.rank,
-                           rt.size - 1, err);
+    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s%s", rt.rank,
+                           rt.size - 1, err, note);
   rt.world->timeout_ms = timeout_ms;
   return HVDS_SUCCESS;
 }
 
 /* ---- jobs started by mpirun, srun or a torchrun-style launcher (docs/launching.md) ---- */
-
-/* This init's store, served by rank 0 itself (launch_store.h); NULL under `hvdsparse run`. */
-static hvds_launch_store_t* self_served;
 
 /* Rank and size from the engine; what it does not give is filled by fill_engine_topology. */
 static void adopt_engine_identity(const hvds_launch_env_t* env) {
@@ -205,10 +243,9 @@ static hvds_result_t open_self_served_store(const hvds_launch_env_t* env, const 
                            env->problem[0] ? env->problem
                                            : "set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT");
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
-  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   char err[512] = "";
-  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt.generation, start_ms,
-                                             &self_served, err, sizeof(err));
+  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt.generation,
+                                             start_ms_left(), &self_served, err, sizeof(err));
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d (started by %s): rendezvous store at %s:%d: %s", rt.rank,
                            engine, env->store_addr, env->store_port, err);
@@ -233,16 +270,19 @@ static hvds_result_t fill_engine_topology(const hvds_launch_env_t* env) {
   return HVDS_SUCCESS;
 }
 
-/* Before the store connection closes: rank 0 keeps serving until every rank is done with it
- * (briefly when the job failed: dead ranks never say so). */
+/* Before the store connection closes: rank 0 keeps serving until every rank that reached it is
+ * done with it (briefly when the job or its start failed: dead ranks never say so). */
 static void close_self_served_store(void) {
   int wait_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
-  if (rt.fatal[0] != '\0' && wait_ms > 2000) wait_ms = 2000;
+  if ((rt.fatal[0] != '\0' || bootstrap_failed) && wait_ms > FAILED_START_LINGER_MS)
+    wait_ms = FAILED_START_LINGER_MS;
   hvds__launch_store_close(self_served, rt.store, wait_ms);
   self_served = NULL;
 }
 
 hvds_result_t hvds__bootstrap(void) {
+  start_deadline_ms = monotonic_ms() + (int64_t)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  bootstrap_failed = 0;
   rt.rank = (int)hvds__param_int(HVDS_PARAM_RANK);
   rt.size = (int)hvds__param_int(HVDS_PARAM_SIZE);
   rt.local_rank = (int)hvds__param_int(HVDS_PARAM_LOCAL_RANK);
@@ -256,6 +296,9 @@ hvds_result_t hvds__bootstrap(void) {
   // Started by another engine than `hvdsparse run`: its variables give the identity instead.
   hvds_launch_env_t env;
   hvds__launch_env_read(&env);
+  if (env.engine == HVDS_ENGINE_UNRESOLVED || env.engine == HVDS_ENGINE_PMIX)
+    return hvds__set_error(HVDS_INVALID_USAGE, "this process cannot join the job (started by %s): %s",
+                           hvds__launch_engine_name(env.engine), env.problem);
   int engine = env.engine != HVDS_ENGINE_NONE && env.engine != HVDS_ENGINE_HVDSPARSE;
   if (engine) {
     adopt_engine_identity(&env);
@@ -280,7 +323,10 @@ hvds_result_t hvds__bootstrap(void) {
     rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_LOCAL, &rt.local);
     if (rc == HVDS_SUCCESS) rc = hvds__p2p_sub_create(rt.world, &zero, 1, HVDS_SPACE_CROSS, &rt.cross);
   }
-  if (rc != HVDS_SUCCESS) hvds__bootstrap_teardown();
+  if (rc != HVDS_SUCCESS) {
+    bootstrap_failed = 1;
+    hvds__bootstrap_teardown();
+  }
   return rc;
 }
 
