@@ -1,10 +1,12 @@
 """Builds the C library and the launchers with CMake, then installs one merged `hvdsparse` package
-(frameworks/common + frameworks/pytorch + frameworks/tensorflow) with the library inside it, the
-`hvdsparse` and `horovodrun` launchers in <prefix>/bin and the opt-in Horovod alias in
-<prefix>/share/hvdsparse/alias (docs/launching.md).
+(frameworks/common + frameworks/pytorch + frameworks/tensorflow) with the library and the native
+launchers inside it (hvdsparse/libhvdsparse.so, hvdsparse/bin/), the `hvdsparse` and
+`horovodrun` commands in <prefix>/bin (entry points of pyproject.toml that run those launchers)
+and the opt-in Horovod alias in <prefix>/share/hvdsparse/alias (docs/launching.md).
 
-`pip install -e .` links the Python sources instead of copying them; the library is then copied
-next to them (frameworks/common/hvdsparse/libhvdsparse.so), where the loader looks first.
+`pip install -e .` links the Python sources instead of copying them; the library and the
+launchers are then copied next to them (frameworks/common/hvdsparse/), where the loader and the
+commands look.
 The wheel is tagged for this platform (py3-none-<platform>): it carries a native library but no
 Python extension, so any Python 3 of that platform loads it.
 
@@ -62,19 +64,20 @@ def build_native():
 
 
 class BuildWithCMake(build_py):
-    """Runs CMake before copying the Python files, then puts the library inside the package:
-    in the build tree for a wheel, next to the sources for an editable install."""
+    """Runs CMake before copying the Python files, then puts the library and the launchers inside
+    the package: in the build tree for a wheel, next to the sources for an editable install."""
 
     def run(self):
         build_native()
         super().run()
-        library = os.path.join(CMAKE_BUILD, "lib", "libhvdsparse.so")
         if getattr(self, "editable_mode", False):
             target = os.path.join(ROOT, packages()["hvdsparse"])
         else:
             target = os.path.join(self.build_lib, "hvdsparse")
-        os.makedirs(target, exist_ok=True)
-        shutil.copy2(library, target)
+        os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+        shutil.copy2(os.path.join(CMAKE_BUILD, "lib", "libhvdsparse.so"), target)
+        for name in LAUNCHERS:
+            shutil.copy2(os.path.join(CMAKE_BUILD, "bin", name), os.path.join(target, "bin"))
 
 
 class PlatformWheel(bdist_wheel):
@@ -94,6 +97,7 @@ setup(
     packages=sorted(pkgs),
     package_dir=pkgs,
     cmdclass={"build_py": BuildWithCMake, "bdist_wheel": PlatformWheel},
-    data_files=[("bin", [os.path.relpath(os.path.join(CMAKE_BUILD, "bin", name), ROOT)
-                         for name in LAUNCHERS])] + alias_files(),
+    # setuptools' own build tree, inside CMake's (not next to `make build`'s lib/ and bin/).
+    options={"build": {"build_base": os.path.join("build", "pip", "setuptools")}},
+    data_files=alias_files(),
 )

@@ -1,7 +1,6 @@
 /* `hvdsparse check-build`: what this build can do, in horovodrun --check-build's format.
  * A framework counts when its hvdsparse binding imports, in the environment workers get, with
- * the python3 next to the launcher (a virtual environment's) or else the one on PATH; a missing
- * one names that Python and why. The tensor operations and components are the ones this build
+ * the Python of worker_python(); a missing one names that Python and why. The tensor operations and components are the ones this build
  * runs. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,9 +51,15 @@
  * but check-build must answer, not hang. */
 #define IMPORT_SECONDS 60
 
-/* The Python workers most likely run: python3 next to this launcher (a virtual environment's
- * bin/, activated or not), else the first python3 on PATH, as a full path when found. */
+/* The Python workers most likely run: HVDSPARSE_PYTHON (a pip install's command sets it to its
+ * own), python3 next to this launcher (a virtual environment's bin/, activated or not), else the
+ * first python3 on PATH, as a full path when found. */
 static void worker_python(char* out, size_t len) {
+  const char* given = hvds__launcher_getenv("HVDSPARSE_PYTHON");
+  if (given != NULL && given[0] != '\0') {
+    snprintf(out, len, "%s", given);
+    return;
+  }
   char dir[PATH_MAX];
   hvds__launcher_exe_dir(dir, sizeof(dir));
   snprintf(out, len, "%.4000s/python3", dir);

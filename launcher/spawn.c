@@ -89,8 +89,9 @@ static int same_dir(const char* a, const char* b) {
 
 /* Python side of the workers' environment. From a build tree: the source tree's framework
  * packages on PYTHONPATH and HVDSPARSE_LIBRARY at the built library (unless already set). With
- * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front,
- * from the source tree or from <prefix>/share/hvdsparse/alias next to an installed launcher. */
+ * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front:
+ * HVDSPARSE_ALIAS_DIR when set (a pip install's command sets it), else the source tree's or
+ * <prefix>/share/hvdsparse/alias next to an installed launcher. */
 hvds_result_t hvds__python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
   char dir[PATH_MAX], alias[PATH_MAX + 64] = "", paths[4 * PATH_MAX] = "";
   hvds__launcher_exe_dir(dir, sizeof(dir));
@@ -99,10 +100,13 @@ hvds_result_t hvds__python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
   in_build = dir[0] != '\0' && same_dir(dir, HVDS_BUILD_BIN_DIR);
 #endif
   if (a->horovod_alias) {
+    // A pip install's command says where the alias is; else the build tree or <prefix>/share.
+    const char* given = hvds__launcher_getenv("HVDSPARSE_ALIAS_DIR");
 #ifdef HVDS_SOURCE_DIR
     if (in_build) snprintf(alias, sizeof(alias), "%s/frameworks/alias", HVDS_SOURCE_DIR);
 #endif
     if (!in_build) snprintf(alias, sizeof(alias), "%s/../share/hvdsparse/alias", dir);
+    if (given != NULL && given[0] != '\0') snprintf(alias, sizeof(alias), "%s", given);
     if (access(alias, R_OK) != 0) {
       HVDS_WARN("--horovod-alias: %s not found; `import horovod` is left alone", alias);
       alias[0] = '\0';
