@@ -17,7 +17,7 @@
 
 #include <type_traits>
 
-#include "../runtime/include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "half_shared.h"
 
 namespace hvds_elem {

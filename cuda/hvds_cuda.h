@@ -27,9 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../ops/sparse/sparse_stream.h"
-#include "../ops/sparse/zen_hash.h"
-#include "../runtime/include/hvdsparse.h"
+#include "sparse_stream.h"
+#include "zen_hash.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "include/hvdsparse.h"
 #include "env.h"
+#include "hvdsparse.h"
 #include "launcher.h"
 #include "run_args.h"
 #include "spawn.h"

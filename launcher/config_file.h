@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "run_args.h"
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

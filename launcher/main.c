@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "launcher.h"
 
 static void usage(FILE* f) {

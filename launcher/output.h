@@ -6,7 +6,7 @@
 
 #include <poll.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

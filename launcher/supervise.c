@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "arrivals.h"
+#include "clock.h"
 #include "log.h"
 
 #define TICK_MS 1000
@@ -45,12 +46,6 @@ hvds_result_t hvds__supervise_install_signals(void) {
     if (sigaction(sigs[i], &sa, NULL) != 0) return HVDS_SYSTEM_ERROR;
   signal(SIGPIPE, SIG_IGN);
   return HVDS_SUCCESS;
-}
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void kill_group(const hvds_worker_t* w, int sig) {
@@ -103,7 +98,7 @@ static void terminate_all(state_t* st, int sig) {
     // A stopped worker (SIGSTOP, Ctrl-Z) would hold the signal until SIGKILL: wake it to act.
     if (sig != SIGKILL) kill_group(&st->sv->workers[i], SIGCONT);
   }
-  if (!st->terminating) st->kill_at = now_ms() + HVDS_GRACE_SECONDS * 1000;
+  if (!st->terminating) st->kill_at = hvds__now_ms() + HVDS_GRACE_SECONDS * 1000;
   st->terminating = 1;
 }
 
@@ -126,7 +121,7 @@ static void on_failure(state_t* st, const hvds_worker_t* w) {
   st->first_failed = (int)(w - st->sv->workers);
   /* The survivors see the broken connections at once and fail with an error that names the
    * dead rank; give them a moment to say so before they are terminated. */
-  st->term_at = now_ms() + HVDS_SETTLE_MS;
+  st->term_at = hvds__now_ms() + HVDS_SETTLE_MS;
 }
 
 static void handle_signals(state_t* st) {
@@ -157,7 +152,7 @@ static void arrivals_tick(state_t* st) {
   hvds_arrivals_t* a = &st->arrivals;
   if (sv->store == NULL || a->arrived == NULL || a->count >= sv->np) return;
   char missing[256];
-  if (hvds__arrivals_update(a, sv->store, sv->job->job_id, now_ms()) && sv->verbose) {
+  if (hvds__arrivals_update(a, sv->store, sv->job->job_id, hvds__now_ms()) && sv->verbose) {
     hvds__arrivals_missing(a, missing, sizeof(missing));
     if (a->count < sv->np)
       fprintf(stderr, "hvdsparse: %d/%d ranks reached rendezvous; waiting for %s\n", a->count,
@@ -166,7 +161,7 @@ static void arrivals_tick(state_t* st) {
       fprintf(stderr, "hvdsparse: all %d ranks reached rendezvous.\n", sv->np);
   }
   if (a->count == 0 || a->count >= sv->np || st->late_reported || sv->start_timeout <= 0 ||
-      now_ms() - a->first_ms < (int64_t)(sv->start_timeout * 1000))
+      hvds__now_ms() - a->first_ms < (int64_t)(sv->start_timeout * 1000))
     return;
   hvds__arrivals_missing(a, missing, sizeof(missing));
   fprintf(stderr,
@@ -223,10 +218,10 @@ static void finish(state_t* st) {
   hvds_supervisor_t* sv = st->sv;
   for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);
   struct pollfd* pfds = calloc((size_t)(2 * sv->np + 1), sizeof(*pfds));
-  int64_t deadline = now_ms() + DRAIN_MS;
-  while (pfds != NULL && hvds__output_open(sv->output) > 0 && now_ms() < deadline) {
+  int64_t deadline = hvds__now_ms() + DRAIN_MS;
+  while (pfds != NULL && hvds__output_open(sv->output) > 0 && hvds__now_ms() < deadline) {
     int n = hvds__output_pollfds(sv->output, pfds, 2 * sv->np);
-    if (poll(pfds, (nfds_t)n, (int)(deadline - now_ms())) > 0)
+    if (poll(pfds, (nfds_t)n, (int)(deadline - hvds__now_ms())) > 0)
       hvds__output_handle(sv->output, pfds, n);
   }
   free(pfds);
@@ -252,7 +247,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
   while (pfds != NULL && exited_now != NULL && live_count(sv->workers, sv->np) > 0) {
     pfds[0] = (struct pollfd){sig_pipe[0], POLLIN, 0};
     int n = 1 + hvds__output_pollfds(sv->output, pfds + 1, 2 * sv->np);
-    int64_t now = now_ms();
+    int64_t now = hvds__now_ms();
     int64_t wake = now + TICK_MS;
     if (st.kill_at >= 0 && st.kill_at < wake) wake = st.kill_at;
     if (st.term_at >= 0 && st.term_at < wake) wake = st.term_at;
@@ -263,16 +258,16 @@ int hvds__supervise(hvds_supervisor_t* sv) {
     int failed = first_failure(sv, exited_now, k);
     if (failed >= 0 && !st.terminating && st.first_failed < 0)
       on_failure(&st, &sv->workers[failed]);
-    if (now_ms() >= st.next_tick) {
+    if (hvds__now_ms() >= st.next_tick) {
       arrivals_tick(&st);
-      st.next_tick = now_ms() + TICK_MS;
+      st.next_tick = hvds__now_ms() + TICK_MS;
     }
-    if (st.term_at >= 0 && only_absent_left(&st)) st.term_at = now_ms();
-    if (st.term_at >= 0 && now_ms() >= st.term_at) {
+    if (st.term_at >= 0 && only_absent_left(&st)) st.term_at = hvds__now_ms();
+    if (st.term_at >= 0 && hvds__now_ms() >= st.term_at) {
       st.term_at = -1;
       if (!st.terminating) terminate_all(&st, SIGTERM);
     }
-    if (st.kill_at >= 0 && now_ms() >= st.kill_at) {
+    if (st.kill_at >= 0 && hvds__now_ms() >= st.kill_at) {
       for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);
       st.kill_at = -1;
     }
@@ -307,9 +302,9 @@ int hvds__supervise(hvds_supervisor_t* sv) {
 
 void hvds__supervise_abort(hvds_worker_t* workers, int n) {
   for (int i = 0; i < n; i++) kill_group(&workers[i], SIGTERM);
-  int64_t deadline = now_ms() + HVDS_GRACE_SECONDS * 1000;
+  int64_t deadline = hvds__now_ms() + HVDS_GRACE_SECONDS * 1000;
   int dummy[1];
-  while (live_count(workers, n) > 0 && now_ms() < deadline) {
+  while (live_count(workers, n) > 0 && hvds__now_ms() < deadline) {
     observe_exits(workers, n, dummy, 0);
     struct timespec ts = {0, 50 * 1000000L};
     nanosleep(&ts, NULL);

@@ -16,7 +16,8 @@ extern "C" {
 typedef enum {
   HVDS_ALGO_AUTO = 0,
   HVDS_ALGO_RING = 1, /* bandwidth-optimal: reduce-scatter + allgather around a ring */
-  HVDS_ALGO_RHD = 2   /* latency-optimal: recursive halving then doubling */
+  HVDS_ALGO_RHD = 2,  /* latency-optimal: recursive halving then doubling */
+  HVDS_ALGO_COUNT
 } hvds_algo_t;
 
 typedef struct {
@@ -30,7 +31,7 @@ typedef struct {
 #define HVDS_COLL_DEFAULT_CHUNK_BYTES ((size_t)1 << 20)
 #define HVDS_COLL_DEFAULT_RHD_MAX_BYTES ((size_t)256 << 10)
 
-/* Helpers shared by the algorithm files (defined in allreduce.c). */
+/* Helpers shared by the algorithm files (coll_util.c). */
 /* The pipeline segment: o->chunk_bytes (default 1 MiB) rounded down to a multiple of esize,
  * at least one element. Identical on every rank for identical options. */
 size_t hvds__coll_segment(const hvds_coll_opts_t* o, size_t esize);
@@ -63,6 +64,19 @@ hvds_result_t hvds__allreduce_rhd(hvds_p2p_t* p, void* buf, size_t count, hvds_d
                                   hvds_reduce_op_t op, const hvds_coll_opts_t* o);
 /* Name of the algorithm hvds__allreduce would run ("ring", "rhd"), for the timeline. */
 const char* hvds__allreduce_choice(const hvds_p2p_t* p, size_t bytes, const hvds_coll_opts_t* o);
+
+/* The registry of dense allreduce algorithms (allreduce.c): id, name and entry point, so the
+ * knob, the selector and the tests pick by id or by name. */
+typedef struct {
+  hvds_algo_t id;
+  const char* name;
+  hvds_result_t (*run)(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
+                       hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+} hvds_allreduce_algo_info_t;
+/* NULL for HVDS_ALGO_AUTO or an unknown id. */
+const hvds_allreduce_algo_info_t* hvds__allreduce_algo_info(hvds_algo_t a);
+/* HVDS_ALGO_AUTO for NULL or "auto"; HVDS_ALGO_COUNT for an unknown name. */
+hvds_algo_t hvds__allreduce_algo_from_name(const char* name);
 
 /* In-place reduce-scatter: buf holds size blocks, block r has counts[r] elements and starts
  * after blocks 0..r-1. On return this rank's block holds the reduction; other blocks are

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,6 +59,15 @@ struct hvds_p2p {
   int failed_peer;           /* rank (in this communicator) of the peer that failed, or -1 */
   char error[512];           /* message of the last failure */
 };
+
+/* Where a rank publishes its address and reads its peers': a key-value store given as callbacks,
+ * so that no transport depends on a store implementation. get() waits up to timeout_ms and
+ * returns a malloc'd value the transport frees. */
+typedef struct {
+  void* ctx;
+  hvds_result_t (*set)(void* ctx, const char* key, const void* val, size_t len);
+  hvds_result_t (*get)(void* ctx, const char* key, int timeout_ms, void** val, size_t* len);
+} hvds_kv_t;
 
 /* Thin wrappers: the one place for argument checks and tracing. */
 hvds_result_t hvds__p2p_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes,

@@ -208,8 +208,3 @@ hvds_result_t hvds__scale(void* buf, size_t count, hvds_dtype_t dtype, double fa
   scalers[dtype](buf, count, factor);
   return HVDS_SUCCESS;
 }
-
-size_t hvds__dtype_bytes(hvds_dtype_t dtype) {
-  static const uint8_t bytes[HVDS_DTYPE_COUNT] = {1, 1, 2, 2, 4, 8, 2, 4, 8, 1, 2};
-  return (unsigned)dtype < HVDS_DTYPE_COUNT ? bytes[dtype] : 0;
-}

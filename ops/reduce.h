@@ -5,7 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/include/hvdsparse.h"
+#include "dtype.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,10 +24,6 @@ hvds_result_t hvds__reduce(void* dst, const void* src, size_t count, hvds_dtype_
 /* buf[i] *= factor. Integers: computed in double and truncated toward zero, as Horovod does.
  * A factor of exactly 1.0 is a no-op. */
 hvds_result_t hvds__scale(void* buf, size_t count, hvds_dtype_t dtype, double factor);
-
-/* Bytes per element of dtype; 0 for an unknown dtype. (ops/ cannot call the runtime's
- * hvds_dtype_size(), which lives in a library that depends on this one.) */
-size_t hvds__dtype_bytes(hvds_dtype_t dtype);
 
 /* Scalar conversions for the 16-bit float types (round to nearest even). */
 float hvds__half_to_float(uint16_t h);

@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "../runtime/include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,6 +12,7 @@
 #include "collectives.h"
 #include "coordinator.h"
 #include "cpu_budget.h"
+#include "dtype.h"
 #include "handle.h"
 #include "log.h"
 #include "net_probe.h"
@@ -19,8 +20,8 @@
 #include "param.h"
 #include "process_set.h"
 #include "state.h"
-#include "store/store.h"
-#include "tcp/tcp_p2p.h"
+#include "store.h"
+#include "tcp_p2p.h"
 #include "tcp_polling.h"
 #include "thread_priority.h"
 #include "timeline.h"
@@ -35,12 +36,6 @@ hvds_runtime_t hvds__rt = {
 #define rt hvds__rt
 
 static _Thread_local char last_error[2048];
-
-double hvds__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...) {
   va_list ap;
@@ -149,9 +144,12 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   rt.last_cycle_start = 0;
   /* Knobs the hot path reads, once per init rather than once per operation. */
   const char* algo = hvds__param_str(HVDS_PARAM_ALLREDUCE_ALGORITHM);
-  rt.allreduce_algo = algo && !strcmp(algo, "ring") ? HVDS_ALGO_RING
-                      : algo && !strcmp(algo, "rhd") ? HVDS_ALGO_RHD
-                                                     : HVDS_ALGO_AUTO;
+  rt.allreduce_algo = hvds__allreduce_algo_from_name(algo);
+  if (rt.allreduce_algo == HVDS_ALGO_COUNT) {
+    HVDS_WARN("unknown HVDSPARSE_ALLREDUCE_ALGORITHM '%s' (ring, rhd or auto): choosing by size",
+              algo);
+    rt.allreduce_algo = HVDS_ALGO_AUTO;
+  }
   rt.rhd_max_bytes = hvds__param_int(HVDS_PARAM_RHD_MAX_BYTES);
   rt.ring_chunk_bytes = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
   rt.stall_check_s = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
@@ -314,14 +312,6 @@ hvds_result_t hvds_stop_timeline(void) {
   return HVDS_SUCCESS;
 }
 
-size_t hvds_dtype_size(hvds_dtype_t dtype) {
-  static const size_t sizes[HVDS_DTYPE_COUNT] = {1, 1, 2, 2, 4, 8, 2, 4, 8, 1, 2};
-  return ((int)dtype >= 0 && dtype < HVDS_DTYPE_COUNT) ? sizes[dtype] : 0;
-}
+size_t hvds_dtype_size(hvds_dtype_t dtype) { return hvds__dtype_bytes(dtype); }
 
-const char* hvds_dtype_name(hvds_dtype_t dtype) {
-  static const char* const names[HVDS_DTYPE_COUNT] = {
-      "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
-      "FLOAT16", "FLOAT32", "FLOAT64", "BOOL", "BFLOAT16"};
-  return ((int)dtype >= 0 && dtype < HVDS_DTYPE_COUNT) ? names[dtype] : "UNKNOWN";
-}
+const char* hvds_dtype_name(hvds_dtype_t dtype) { return hvds__dtype_name(dtype); }

@@ -4,6 +4,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Reads the knobs; at init, after the runtime's own values are set. */
 void hvds__autotune_init(void);
 /* After every cycle, on every rank: bytes is what this cycle allreduced, start when it began.
@@ -11,4 +15,7 @@ void hvds__autotune_init(void);
  * applied everywhere. A failure is the broadcast's. */
 hvds_result_t hvds__autotune_cycle(hvds_pset_t* world, double start, double bytes);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_AUTOTUNE_H_ */

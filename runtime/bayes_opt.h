@@ -7,6 +7,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define HVDS_BO_MAX_DIMS 4
 #define HVDS_BO_MAX_POINTS 64
 
@@ -31,4 +35,7 @@ int hvds__bo_best(const hvds_bo_t* bo, double* x, double* y);
 /* The fitted posterior mean and standard deviation at x (for tests and logs). */
 void hvds__bo_predict(const hvds_bo_t* bo, const double* x, double* mean, double* sd);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_BAYES_OPT_H_ */

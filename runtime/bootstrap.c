@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "collectives.h"
-#include "gloo/gloo_p2p.h"
+#include "gloo_p2p.h"
 #include "hierarchy.h"
 #include "launch_env.h"
 #include "launch_store.h"
@@ -17,8 +17,8 @@
 #include "param.h"
 #include "process_set.h"
 #include "state.h"
-#include "store/store.h"
-#include "tcp/tcp_p2p.h"
+#include "store.h"
+#include "tcp_p2p.h"
 
 #define rt hvds__rt
 
@@ -123,14 +123,8 @@ static int64_t start_deadline_ms;
 static int bootstrap_failed; /* the last hvds__bootstrap failed: rank 0 lingers only briefly */
 #define FAILED_START_LINGER_MS 2000
 
-static int64_t monotonic_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int start_ms_left(void) {
-  int64_t left = start_deadline_ms - monotonic_ms();
+  int64_t left = start_deadline_ms - hvds__now_ms();
   return left > 1 ? (int)left : 1;
 }
 
@@ -281,7 +275,7 @@ static void close_self_served_store(void) {
 }
 
 hvds_result_t hvds__bootstrap(void) {
-  start_deadline_ms = monotonic_ms() + (int64_t)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  start_deadline_ms = hvds__now_ms() + (int64_t)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   bootstrap_failed = 0;
   rt.rank = (int)hvds__param_int(HVDS_PARAM_RANK);
   rt.size = (int)hvds__param_int(HVDS_PARAM_SIZE);

@@ -3,7 +3,11 @@
 #ifndef HVDS_BOOTSTRAP_H_
 #define HVDS_BOOTSTRAP_H_
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Fills rt's identity, store, world/local/cross communicators. On failure cleans up and
  * records the message with hvds__set_error. */
@@ -11,4 +15,7 @@ hvds_result_t hvds__bootstrap(void);
 /* Closes what bootstrap opened. */
 void hvds__bootstrap_teardown(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_BOOTSTRAP_H_ */

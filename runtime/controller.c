@@ -13,7 +13,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
-#include "shm/shm_p2p.h"
+#include "shm_p2p.h"
 #include "sparse_rt.h"
 
 #define rt hvds__rt

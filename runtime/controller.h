@@ -6,6 +6,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One cycle for set s. want_shutdown says this rank asks to stop. On success *out holds the
  * fused responses (caller frees each and the array) and *shutdown whether any rank asked to
  * stop. A communication failure returns its code with the message in s->comm->error. */
@@ -28,4 +32,7 @@ void hvds__table_clear(hvds_pset_t* s);
 /* Grows a response array; returns a pointer to a zeroed new slot or NULL. */
 hvds_response_t* hvds__resp_push(hvds_response_t** resps, int32_t* n, int32_t* cap);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_CONTROLLER_H_ */

@@ -17,7 +17,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
-#include "store/store.h"
+#include "store.h"
 #include "thread_priority.h"
 #include "timeline.h"
 
@@ -65,11 +65,7 @@ static void wait_local(double deadline) {
         rt.coord_sleeping = 0;
         break;
       }
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      long ns = ts.tv_nsec + (long)(left * 1e9);
-      ts.tv_sec += ns / 1000000000L;
-      ts.tv_nsec = ns % 1000000000L;
+      struct timespec ts = hvds__deadline_in(left);
       rc = pthread_cond_timedwait(&rt.qcv, &rt.qmu, &ts);
     }
     rt.coord_sleeping = 0;

@@ -5,6 +5,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { HVDS_CYCLE_COORDINATOR, HVDS_CYCLE_CALLER } hvds_cycle_runner_t;
 
 /* Takes the cycle when it is free and due (callers only when caller runs are enabled and no
@@ -32,4 +36,7 @@ int hvds__cycle_run_as_caller(hvds_handle_t awaited);
 /* Frees what a caller left of a cycle (at the end of the loop). */
 void hvds__cycle_drop_rest(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_CYCLE_H_ */

@@ -5,6 +5,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A growable byte buffer of formatted events. */
 typedef struct {
   char* data;
@@ -28,4 +32,7 @@ void hvds__evbuf_put_json_text(evbuf_t* b, const char* s);
 /* s as a quoted JSON string. */
 void hvds__evbuf_put_string(evbuf_t* b, const char* s);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_EVBUF_H_ */

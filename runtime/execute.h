@@ -5,6 +5,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Runs r on set s. Per-tensor failures (validation errors, allocation) complete the handles and
  * return HVDS_SUCCESS; a communication failure returns its code (the runtime cannot continue). */
 hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r);
@@ -42,4 +46,7 @@ hvds_result_t hvds__exec_sparse_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
 hvds_result_t hvds__exec_ps_add(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_ps_remove(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_EXECUTE_H_ */

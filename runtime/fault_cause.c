@@ -25,6 +25,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define POLL_MS 20
 /* How long a rank that was timed out on gets to publish its own report: the ranks of a chain
  * time out at about the same moment, the one nearest the cause first. */
@@ -35,12 +37,6 @@
 /* How long any one store request may go unanswered (a request that times out breaks the
  * connection, and every later one fails at once). */
 #define REPLY_MS HVDS_STORE_STOPPING_REPLY_MS
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms) {
   struct timespec ts = {0, (long)ms * 1000000L};
@@ -88,13 +84,13 @@ typedef enum { LINK, EXITED, SILENT } verdict_t;
  * timed out waiting for r (*timeouts > 0 then), EXIT_WAIT_MS otherwise. */
 static verdict_t hear_from(hvds_store_t* st, const char* prefix, const char* launcher_key, int r,
                            int* peer, char* kind, int64_t* timeouts, char* text, size_t len) {
-  int64_t start = now_ms();
+  int64_t start = hvds__now_ms();
   for (;;) {
     if (report_of(st, prefix, r, peer, kind)) return LINK;
     if (exit_of(st, launcher_key, r, text, len)) return EXITED;
     if (*timeouts == 0) *timeouts = timeouts_on(st, prefix, r);
     int64_t wait = *timeouts > 0 ? REPORT_WAIT_MS : EXIT_WAIT_MS;
-    if (now_ms() - start >= wait || hvds__store_lost(st) != NULL) return SILENT;
+    if (hvds__now_ms() - start >= wait || hvds__store_lost(st) != NULL) return SILENT;
     sleep_ms(POLL_MS);
   }
 }
@@ -166,10 +162,10 @@ static void find_silent(hvds_store_t* store, const char* prefix, const char* lau
   if (size > SCAN_MAX_RANKS) return;
   char key[320];
   snprintf(key, sizeof(key), "%s/reported", prefix);
-  int64_t start = now_ms(), reported = 0;
+  int64_t start = hvds__now_ms(), reported = 0;
   while (hvds__store_add_within(store, key, 0, &reported, REPLY_MS) == HVDS_SUCCESS &&
          reported < size - 1 &&
-         now_ms() - start < REPORT_WAIT_MS)
+         hvds__now_ms() - start < REPORT_WAIT_MS)
     sleep_ms(POLL_MS);
   int silent[SILENT_MAX], n = 0, peer;
   char kind;

@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "include/hvdsparse.h"
-#include "store/store.h"
+#include "hvdsparse.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {

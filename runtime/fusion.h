@@ -7,6 +7,10 @@
 
 #include "message.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Consumes resps[0..n) (moves their contents) and returns a new list in *out: allreduces with
  * the same dtype, reduce op, device and scale factors merged in order while the bucket stays
  * within threshold bytes (threshold <= 0 disables fusion). A response that does not match is
@@ -18,4 +22,7 @@ int hvds__fuse_responses(hvds_response_t* resps, int32_t n, int64_t threshold,
 /* Bytes of an allreduce response: sum of sizes times the element size. */
 int64_t hvds__response_bytes(const hvds_response_t* r);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_FUSION_H_ */

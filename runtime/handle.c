@@ -151,7 +151,7 @@ int hvds_poll(hvds_handle_t id) {
   return r;
 }
 
-_Thread_local int hvds__served_itself;
+__thread int hvds__served_itself;
 
 /* Runs cycles on the waiting thread while the handle is pending, the deadline (monotonic
  * seconds, < 0 none) has not passed, and a cycle is due and free. Returns 1 when it ran at
@@ -173,16 +173,7 @@ hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
   if (timeout_ms != 0)
     hvds__served_itself =
         run_cycles_while_pending(id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);
-  struct timespec deadline;
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  if (timeout_ms >= 0) {
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-      deadline.tv_sec++;
-      deadline.tv_nsec -= 1000000000L;
-    }
-  }
+  struct timespec deadline = hvds__deadline_in(timeout_ms / 1000.0);
   pthread_mutex_lock(&rt.hmu);
   hvds_handle_rec_t* h = hvds__handle_find_locked(id);
   while (h != NULL && !h->done) {

@@ -5,6 +5,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Creates a pending handle for n entries. Returns NULL when out of memory. */
 hvds_handle_rec_t* hvds__handle_create(int32_t n);
 /* Marks one entry done. The first failure's status and message win. Frees the record when the
@@ -19,6 +23,9 @@ hvds_handle_rec_t* hvds__handle_find_locked(hvds_handle_t id);
 void hvds__handle_table_free(void);
 /* Whether this thread's latest hvds_wait() found its operation pending and finished it by
  * running cycles itself; the next enqueue from this thread reads and clears it. */
-extern _Thread_local int hvds__served_itself;
+extern __thread int hvds__served_itself; /* __thread: the one spelling C and C++ share */
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_HANDLE_H_ */

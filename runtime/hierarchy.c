@@ -27,8 +27,8 @@
 #include "p2p.h"
 #include "param.h"
 #include "process_set.h"
-#include "shm/shm_p2p.h"
-#include "store/store.h"
+#include "shm_p2p.h"
+#include "store.h"
 #include "topology.h"
 
 #define rt hvds__rt
@@ -145,12 +145,6 @@ double hvds__hier_cost_hier(size_t bytes) {
   return (local + cross) / c + (c - 1) / c * (local > cross ? local : cross);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Ping-pong of bytes between ranks 0 and 1 of p: the least one-way time of reps, seen by rank
  * 0; 0 on the other ranks. */
 static hvds_result_t pingpong(hvds_p2p_t* p, void* buf, size_t bytes, int reps, double* t) {
@@ -158,11 +152,11 @@ static hvds_result_t pingpong(hvds_p2p_t* p, void* buf, size_t bytes, int reps, 
   if (p->rank > 1) return HVDS_SUCCESS;
   hvds_result_t rc = HVDS_SUCCESS;
   for (int i = 0; i < reps && rc == HVDS_SUCCESS; i++) {
-    double t0 = now_s();
+    double t0 = hvds__now();
     if (p->rank == 0) {
       rc = hvds__p2p_send(p, 1, buf, bytes, TAG_PROBE);
       if (rc == HVDS_SUCCESS) rc = hvds__p2p_recv(p, 1, buf, bytes, TAG_PROBE);
-      double one_way = (now_s() - t0) / 2;
+      double one_way = (hvds__now() - t0) / 2;
       if (rc == HVDS_SUCCESS && (*t == 0 || one_way < *t)) *t = one_way;
     } else {
       rc = hvds__p2p_recv(p, 0, buf, bytes, TAG_PROBE);

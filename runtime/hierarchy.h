@@ -7,8 +7,12 @@
 #include <stddef.h>
 
 #include "collectives.h"
-#include "shm/shm_p2p.h"
+#include "shm_p2p.h"
 #include "state.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* How the global set's allreduce runs (rt.hier_mode). */
 typedef enum {
@@ -52,4 +56,7 @@ int hvds__hier_segment_only(const hvds_pset_t* s);
 hvds_result_t hvds__hier_allreduce_pieces(hvds_pset_t* s, const hvds_shm_piece_t* pieces, int n,
                                           hvds_dtype_t dtype, hvds_reduce_op_t op);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_HIERARCHY_H_ */

@@ -11,6 +11,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define HVDS_LANE_MAX 8                         /* ordered operations one cycle can run */
 #define HVDS_LANE_WORDS (1 + 2 * HVDS_LANE_MAX) /* count, then each prefix's fingerprint and its
                                                    complement */
@@ -31,4 +35,7 @@ hvds_result_t hvds__lane_take(hvds_pset_t* s, const uint64_t* words, int any_joi
 /* Forgets the lane (its entries are finished through s->pending). */
 void hvds__lane_clear(hvds_pset_t* s);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_LANE_H_ */

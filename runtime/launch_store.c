@@ -11,8 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
-#include "store/store.h"
+#include "store.h"
 
 #define PROBE_RETRY_MS 50
 #define DONE_POLL_MS 5
@@ -22,12 +23,6 @@ struct hvds_launch_store {
   char job[128];
   int generation;
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -89,9 +84,9 @@ static int serves_generation(const hvds_launch_store_t* ls, hvds_store_t* s, cha
  * still be up while rank 0 waits for every rank to be done with it). */
 static hvds_result_t await(hvds_launch_store_t* ls, const hvds_launch_env_t* env,
                            const char* secret, int timeout_ms, char* err, size_t errlen) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = hvds__now_ms() + timeout_ms;
   for (;;) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - hvds__now_ms();
     hvds_store_t* s = NULL;
     hvds_result_t rc = hvds__store_connect(env->store_addr, env->store_port, secret,
                                            left > 0 ? (int)left : 1, &s, err, errlen);
@@ -103,7 +98,7 @@ static hvds_result_t await(hvds_launch_store_t* ls, const hvds_launch_env_t* env
     if (ready) hvds__store_add(s, joined, 1, &count);  // rank 0 then waits for this rank's "done"
     hvds__store_close(s);
     if (ready) return HVDS_SUCCESS;
-    if (now_ms() >= deadline) return HVDS_TIMEOUT;
+    if (hvds__now_ms() >= deadline) return HVDS_TIMEOUT;
     sleep_ms(PROBE_RETRY_MS);
   }
 }
@@ -143,11 +138,11 @@ static int64_t counter(const hvds_launch_store_t* ls, const char* what) {
 /* Rank 0: until every rank that reached the store, itself included, is done with it, or wait_ms.
  * A rank that never came (a failed start) is not waited for. */
 static void await_done(const hvds_launch_store_t* ls, int wait_ms) {
-  int64_t deadline = now_ms() + wait_ms;
+  int64_t deadline = hvds__now_ms() + wait_ms;
   for (;;) {
     int64_t reached = counter(ls, "joined") + 1, done = counter(ls, "done");
     if (done >= reached) return;
-    if (now_ms() >= deadline) {
+    if (hvds__now_ms() >= deadline) {
       HVDS_WARN("stopping the rendezvous store after %d ms although %lld of the %lld ranks that "
                 "reached it have not finished with it",
                 wait_ms, (long long)(reached - done), (long long)reached);

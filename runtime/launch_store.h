@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "launch_env.h"
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
 #ifndef HVDS_LAUNCH_TOPOLOGY_H_
 #define HVDS_LAUNCH_TOPOLOGY_H_
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

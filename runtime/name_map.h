@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   char* key;     /* owned copy; NULL = empty slot */
   void* value;
@@ -33,4 +37,7 @@ static inline int hvds__name_map_live(const hvds_name_map_t* m, size_t i) {
   return m->slots[i].key != NULL && !m->slots[i].tomb;
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_NAME_MAP_H_ */

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,6 +5,10 @@
 
 #include "state.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Tag spaces of the sub-communicators over the world communicator. */
 #define HVDS_SPACE_LOCAL 1
 #define HVDS_SPACE_CROSS 2
@@ -16,4 +20,7 @@ hvds_pset_t* hvds__pset_create(int32_t id, const int32_t* ranks, int32_t n);
 /* Frees a set; its queue must be empty. Accepts NULL. */
 void hvds__pset_destroy(hvds_pset_t* s);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_PROCESS_SET_H_ */

@@ -11,6 +11,10 @@
 #include "message.h"
 #include "name_map.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   char* name;         /* NULL = free slot */
   int32_t type, dtype, reduce_op, device;
@@ -49,4 +53,7 @@ const hvds_cache_entry_t* hvds__cache_get(const hvds_cache_t* c, int32_t bit); /
 /* Builds a single-name response from a cached slot (for the fast path). Returns 0 or -1 (OOM). */
 int hvds__cache_response(const hvds_cache_t* c, int32_t bit, hvds_response_t* out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_RESPONSE_CACHE_H_ */

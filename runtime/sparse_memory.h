@@ -7,6 +7,10 @@
 
 #include "cost_model.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct hvds_pset;
 
 typedef struct {
@@ -34,4 +38,7 @@ void hvds__sparse_memory_clear(struct hvds_pset* s);
 
 #define HVDS_SPARSE_MEMORY_NAMES 4096
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_SPARSE_MEMORY_H_ */

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "message.h"
 
 #ifdef __cplusplus

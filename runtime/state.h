@@ -6,14 +6,19 @@
 
 #include <pthread.h>
 #include <stddef.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "include/hvdsparse.h"
+#include "atomics.h"
+#include "clock.h"
+#include "hvdsparse.h"
 #include "message.h"
 #include "name_map.h"
 #include "response_cache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct hvds_p2p;
 struct hvds_store;
@@ -114,9 +119,9 @@ typedef struct hvds_pset {
 
 typedef struct hvds_runtime {
   pthread_mutex_t life_mu;       /* any: serializes init and shutdown */
-  _Atomic int initialized;       /* init/shutdown */
-  _Atomic int shut_down;         /* coord: loop ended; enqueue fails after this */
-  _Atomic int shutdown_requested;/* any: ask every rank to stop */
+  HVDS_ATOMIC(int) initialized;       /* init/shutdown */
+  HVDS_ATOMIC(int) shut_down;         /* coord: loop ended; enqueue fails after this */
+  HVDS_ATOMIC(int) shutdown_requested;/* any: ask every rank to stop */
   int generation;                /* init: count of inits in this process */
   pid_t owner_pid;               /* init: the process that ran init; a process forked from it
                                     holds a copy of this state, not the runtime (forked copy) */
@@ -220,8 +225,6 @@ void hvds__coord_wake_lazy_locked(void);
  * smaller size: the field then takes its default). */
 #define OPT_HAS(o, field) ((o)->size >= offsetof(hvds_op_options_t, field) + sizeof((o)->field))
 
-double hvds__now(void); /* monotonic seconds */
-
 /* 1 in a process forked after init (a data loader's worker, a plain fork): its copy of the
  * runtime has no coordinator thread, and its connections and shared memory belong to the parent,
  * so it must neither run, wait for nor stop anything. Queries (rank, size) still answer. */
@@ -232,4 +235,7 @@ hvds_result_t hvds__forked_error(const char* what);
 hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_STATE_H_ */

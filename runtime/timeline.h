@@ -21,7 +21,8 @@
 
 #include <stddef.h>
 
-#include "include/hvdsparse.h"
+#include "clock.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

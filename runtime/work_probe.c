@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "collectives.h"
 #include "param.h"
 #include "quantize.h"

@@ -7,6 +7,10 @@
 
 #include "p2p.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   double gamma; /* seconds per radix-sort entry step */
   double hash;  /* seconds per keyed hash */
@@ -18,4 +22,7 @@ typedef struct {
  * only). */
 hvds_result_t hvds__work_probe(hvds_p2p_t* world, hvds_work_speed_t* w /* OUT */);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_WORK_PROBE_H_ */

@@ -4,20 +4,11 @@
 
 #include <stddef.h>
 
-#include "../p2p.h"
+#include "p2p.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Where a rank publishes its address and reads its peers': a key-value store given as callbacks,
- * so the shim does not depend on any store implementation. get() waits up to timeout_ms and
- * returns a malloc'd value the shim frees. */
-typedef struct {
-  void* ctx;
-  hvds_result_t (*set)(void* ctx, const char* key, const void* val, size_t len);
-  hvds_result_t (*get)(void* ctx, const char* key, int timeout_ms, void** val, size_t* len);
-} hvds_kv_t;
 
 /* Connects a full mesh among size ranks: each rank publishes its listening address under
  * "<prefix>/<rank>" and connects to the others. iface (NULL or "" = loopback) names the network

@@ -33,9 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../cuda/hvds_cuda.h"
-#include "../../runtime/include/hvdsparse.h"
-#include "../p2p.h"
+#include "hvds_cuda.h"
+#include "hvdsparse.h"
+#include "p2p.h"
 
 #ifdef __cplusplus
 extern "C" {

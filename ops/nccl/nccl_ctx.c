@@ -14,12 +14,7 @@
 #include <time.h>
 
 #include "nccl_internal.h"
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "clock.h"
 
 int hvds__nccl_version(void) {
   int v = 0;
@@ -58,7 +53,7 @@ hvds_result_t hvds__nccl_fail(hvds_nccl_comm_t* comm, hvds_result_t status, cons
  * the completion thread without the context lock. */
 static hvds_result_t wait_pending(hvds_nccl_ctx_t* ctx, hvds_nccl_pending_t* p) {
   // The timeout runs from when p became the oldest: the stream ran the operations before it.
-  uint64_t start = now_ns();
+  uint64_t start = (uint64_t)hvds__now_ns();
   long sleep_ns = 2000;
   for (;;) {
     cudaError_t e = cudaEventQuery(p->ev);
@@ -82,7 +77,7 @@ static hvds_result_t wait_pending(hvds_nccl_ctx_t* ctx, hvds_nccl_pending_t* p) 
       if (async != ncclSuccess && async != ncclInProgress) {
         hvds__nccl_fail(p->comm, hvds__nccl_result(async), "asynchronous NCCL error: %s",
                         ncclGetErrorString(async));
-      } else if (ctx->timeout_ms > 0 && now_ns() - start > (uint64_t)ctx->timeout_ms * 1000000ull) {
+      } else if (ctx->timeout_ms > 0 && (uint64_t)hvds__now_ns() - start > (uint64_t)ctx->timeout_ms * 1000000ull) {
         hvds__nccl_fail(p->comm, HVDS_TIMEOUT, "operation not complete after %d ms",
                         ctx->timeout_ms);
       }

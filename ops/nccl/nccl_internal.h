@@ -5,10 +5,14 @@
 
 #include <nccl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 
+#include "atomics.h"
 #include "cuda_check.h"
 #include "nccl_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One enqueued operation, from its completion event to its callback. */
 typedef struct hvds_nccl_pending {
@@ -39,7 +43,7 @@ struct hvds_nccl_comm {
   ncclComm_t nccl;    /* NULL once aborted; read and replaced under mu */
   pthread_mutex_t mu; /* held by the caller's enqueue and by abort: the handle's lifetime */
   int rank, size;
-  atomic_int failed; /* hvds_result_t of the failure, 0 while the communicator works */
+  HVDS_ATOMIC(int) failed; /* hvds_result_t of the failure, 0 while the communicator works */
   char error[384];   /* its message, written once before failed is set */
 };
 
@@ -62,4 +66,7 @@ hvds_result_t hvds__nccl_track(hvds_nccl_comm_t* comm, const hvds_nccl_call_t* c
                              ncclGetErrorString(hvds_nc_rc_), ncclGetLastError((comm)->nccl)); \
   } while (0)
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_NCCL_INTERNAL_H_ */

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "collectives.h"
+#include "clock.h"
 #include "reduce.h"
 #include "shm_internal.h"
 
@@ -91,7 +92,7 @@ static hvds_result_t check_after_sleep(shm_t* s, int q, stage_t st, uint64_t tar
   if (atomic_load_explicit(counter(s, q, st), memory_order_acquire) >= target) return HVDS_SUCCESS;
   hvds_result_t rc = hvds__shm_check_remote(s);  // a published failure explains the rest
   if (rc != HVDS_SUCCESS) return rc;
-  int64_t now = hvds__shm_now_us();
+  int64_t now = hvds__now_us();
   int dead = 0;
   if (now - *last_check >= SHM_LIVENESS_MS * 1000) {
     *last_check = now;
@@ -119,14 +120,14 @@ static hvds_result_t check_after_sleep(shm_t* s, int q, stage_t st, uint64_t tar
 static hvds_result_t wait_for(shm_t* s, int q, stage_t st, uint64_t target) {
   _Atomic uint64_t* c = counter(s, q, st);
   if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
-  int64_t start = hvds__shm_now_us(), last_check = start;
+  int64_t start = hvds__now_us(), last_check = start;
   int64_t poll_until = start + s->wait_poll_us;
   int64_t deadline = s->p->timeout_ms > 0 ? start + (int64_t)s->p->timeout_ms * 1000 : 0;
   for (;;) {
     if (atomic_load_explicit(c, memory_order_acquire) >= target) return HVDS_SUCCESS;
     hvds_result_t rc = hvds__shm_check_remote(s);
     if (rc != HVDS_SUCCESS) return rc;
-    if (hvds__shm_now_us() < poll_until) {
+    if (hvds__now_us() < poll_until) {
       if (s->yield) {
         sched_yield();
       } else {
@@ -140,8 +141,8 @@ static hvds_result_t wait_for(shm_t* s, int q, stage_t st, uint64_t target) {
     if (atomic_load_explicit(c, memory_order_acquire) < target &&
         atomic_load(&s->hdr->failed) == 0) {
       int64_t ms = SHM_LIVENESS_MS;
-      if (deadline > 0 && (deadline - hvds__shm_now_us()) / 1000 < ms)
-        ms = (deadline - hvds__shm_now_us()) / 1000;
+      if (deadline > 0 && (deadline - hvds__now_us()) / 1000 < ms)
+        ms = (deadline - hvds__now_us()) / 1000;
       hvds__shm_sleep(s, seq, (int)(ms > 0 ? ms : 1));
     }
     atomic_store(&s->me->sleeping, 0);

@@ -26,12 +26,16 @@
 #define HVDS_SHM_INTERNAL_H_
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomics.h"
 #include "p2p_queue.h"
 #include "shm_p2p.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define SHM_MAGIC UINT64_C(0x6876647373686d31) /* "hvdsshm1" */
 #define SHM_HDR_BYTES 4096
@@ -56,30 +60,30 @@ typedef struct {
   uint64_t ring_bytes;      /* data bytes per ring, a multiple of SHM_REC_BYTES */
   uint64_t coll_bytes;      /* bytes of each rank's collective slot, a multiple of 128 */
   uint64_t total_bytes;     /* whole segment */
-  _Atomic int32_t attached; /* ranks that attached; the last one unlinks the name */
-  _Atomic int32_t failed;   /* 0, or 1 + the rank whose failure every wait reports */
+  HVDS_ATOMIC(int32_t) attached; /* ranks that attached; the last one unlinks the name */
+  HVDS_ATOMIC(int32_t) failed;   /* 0, or 1 + the rank whose failure every wait reports */
 } shm_hdr_t;
 
 typedef struct {
-  _Atomic int32_t pid;       /* the attached process */
-  _Atomic int32_t state;     /* SHM_STATE_* */
-  _Atomic uint32_t wake_seq; /* futex word: bumped by whoever may have unblocked this rank */
-  _Atomic int32_t sleeping;  /* this rank is (about to be) in futex_wait on wake_seq: 1 for
+  HVDS_ATOMIC(int32_t) pid;       /* the attached process */
+  HVDS_ATOMIC(int32_t) state;     /* SHM_STATE_* */
+  HVDS_ATOMIC(uint32_t) wake_seq; /* futex word: bumped by whoever may have unblocked this rank */
+  HVDS_ATOMIC(int32_t) sleeping;  /* this rank is (about to be) in futex_wait on wake_seq: 1 for
                                 anything, else what it waits for (shm_coll.c) */
-  _Atomic uint64_t bell;     /* highest doorbell epoch any peer rang */
+  HVDS_ATOMIC(uint64_t) bell;     /* highest doorbell epoch any peer rang */
   uint64_t pidns;            /* inode of the process's pid namespace (0: unknown) */
   char why[200];             /* why this rank failed, for its peers' messages */
   /* shm_coll.c: the last collective round (+1) whose input this rank copied in, whose part it
    * reduced, and whose result it copied out. Each on its own cache line. */
-  _Alignas(64) _Atomic uint64_t arrived;
-  _Alignas(64) _Atomic uint64_t reduced;
-  _Alignas(64) _Atomic uint64_t done;
+  HVDS_ALIGNAS(64) HVDS_ATOMIC(uint64_t) arrived;
+  HVDS_ALIGNAS(64) HVDS_ATOMIC(uint64_t) reduced;
+  HVDS_ALIGNAS(64) HVDS_ATOMIC(uint64_t) done;
 } shm_ctrl_t;
 
 typedef struct {
-  _Atomic uint64_t head; /* producer: bytes published */
+  HVDS_ATOMIC(uint64_t) head; /* producer: bytes published */
   char pad0[64 - sizeof(uint64_t)];
-  _Atomic uint64_t tail; /* consumer: bytes consumed */
+  HVDS_ATOMIC(uint64_t) tail; /* consumer: bytes consumed */
   char pad1[64 - sizeof(uint64_t)];
 } shm_ring_t; /* followed by ring_bytes of data */
 
@@ -132,9 +136,9 @@ typedef struct {
   hvds_req_pool_t idle; /* request objects for reuse */
 
   pthread_mutex_t mu; /* guards the failure record and p->error / p->failed_peer */
-  atomic_int failed;  /* set once (after the record is written), never cleared */
+  HVDS_ATOMIC(int) failed;  /* set once (after the record is written), never cleared */
   hvds_result_t fail_rc;
-  atomic_int interrupt; /* bell_interrupt came and no bell_wait consumed it yet */
+  HVDS_ATOMIC(int) interrupt; /* bell_interrupt came and no bell_wait consumed it yet */
 } shm_t;
 
 /* shm_seg.c */
@@ -164,8 +168,6 @@ hvds_result_t hvds__shm_fail(shm_t* s, hvds_result_t rc, int culprit, const char
 /* A peer published a failure: fails here too, naming it. HVDS_SUCCESS when none did (and this
  * communicator has not failed). */
 hvds_result_t hvds__shm_check_remote(shm_t* s);
-/* Monotonic microseconds. */
-int64_t hvds__shm_now_us(void);
 
 /* shm_progress.c (the communicator's thread only) */
 /* Moves whatever can move on every pair. Returns the number of bytes and completions that
@@ -177,4 +179,7 @@ long hvds__shm_pump_send(shm_t* s, int peer);
  * the message being filled) and returns 1, else 0. */
 int hvds__shm_match_unexpected(shm_t* s, shm_req_t* r);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_SHM_INTERNAL_H_ */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cpu_budget.h"
+#include "clock.h"
 #include "log.h"
 #include "shm_internal.h"
 
@@ -36,12 +37,6 @@
 #endif
 
 static shm_t* shm_of(hvds_p2p_t* p) { return (shm_t*)p->impl; }
-
-int64_t hvds__shm_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 size_t hvds__shm_ring_default(int size) {
   size_t pairs = size > 1 ? (size_t)size * (size_t)(size - 1) : 1;
@@ -196,7 +191,7 @@ static hvds_result_t sleep_once(shm_t* s, shm_req_t* r, int64_t deadline_us, int
   if (n == 0 && !r->done && atomic_load(&s->hdr->failed) == 0) {
     int64_t ms = SHM_LIVENESS_MS;
     if (deadline_us > 0) {
-      int64_t left = (deadline_us - hvds__shm_now_us()) / 1000;
+      int64_t left = (deadline_us - hvds__now_us()) / 1000;
       if (left <= 0) rc = HVDS_TIMEOUT;
       if (left < ms) ms = left;
     }
@@ -212,17 +207,17 @@ static hvds_result_t sleep_once(shm_t* s, shm_req_t* r, int64_t deadline_us, int
  * (even yielding) keeps a processor its peers need for copying when there are fewer cores than
  * ranks; it sleeps and is woken slice by slice. */
 static hvds_result_t wait_done(shm_t* s, shm_req_t* r, int ms, int forever) {
-  int64_t deadline = forever ? 0 : hvds__shm_now_us() + (int64_t)ms * 1000;
+  int64_t deadline = forever ? 0 : hvds__now_us() + (int64_t)ms * 1000;
   int poll_us = r->bytes <= SHM_POLL_MAX_BYTES ? s->poll_us : 0;
-  int64_t poll_until = hvds__shm_now_us() + poll_us, last_check = hvds__shm_now_us();
+  int64_t poll_until = hvds__now_us() + poll_us, last_check = hvds__now_us();
   for (;;) {
     hvds_result_t rc = hvds__shm_check_remote(s);
     if (rc != HVDS_SUCCESS) return rc;
     long n = hvds__shm_progress(s);
     if (n < 0) return failed_rc(s);
     if (r->done) return HVDS_SUCCESS;
-    if (n > 0 || hvds__shm_now_us() < poll_until) {
-      if (n > 0) poll_until = hvds__shm_now_us() + poll_us;
+    if (n > 0 || hvds__now_us() < poll_until) {
+      if (n > 0) poll_until = hvds__now_us() + poll_us;
       if (n == 0 && s->yield) sched_yield();
       if (n == 0 && !s->yield) CPU_RELAX();
       continue;
@@ -236,10 +231,10 @@ static hvds_result_t wait_done(shm_t* s, shm_req_t* r, int ms, int forever) {
     if (rc == HVDS_TIMEOUT)
       return hvds__shm_fail(s, HVDS_TIMEOUT, r->peer, "timed out after %d ms waiting for rank %d",
                             ms, r->peer);
-    int check_dead = hvds__shm_now_us() - last_check >= SHM_LIVENESS_MS * 1000;
-    if (check_dead) last_check = hvds__shm_now_us();
+    int check_dead = hvds__now_us() - last_check >= SHM_LIVENESS_MS * 1000;
+    if (check_dead) last_check = hvds__now_us();
     if ((rc = check_peer(s, r, check_dead)) != HVDS_SUCCESS) return rc;
-    poll_until = hvds__shm_now_us() + poll_us;
+    poll_until = hvds__now_us() + poll_us;
   }
 }
 
@@ -304,8 +299,8 @@ static hvds_result_t shm_bell_wait(hvds_p2p_t* p, uint64_t epoch) {
       hvds__shm_sleep(s, seq, SHM_LIVENESS_MS);
     atomic_store(&s->me->sleeping, 0);
     if ((rc = hvds__shm_check_remote(s)) != HVDS_SUCCESS) return rc;
-    if (hvds__shm_now_us() - last_check >= SHM_LIVENESS_MS * 1000) {
-      last_check = hvds__shm_now_us();
+    if (hvds__now_us() - last_check >= SHM_LIVENESS_MS * 1000) {
+      last_check = hvds__now_us();
       if ((rc = check_all_peers(s)) != HVDS_SUCCESS) return rc;
     }
   }

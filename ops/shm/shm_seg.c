@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 #include "shm_internal.h"
 
 #define ROUND_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -162,19 +163,13 @@ static void set_views(shm_t* s) {
   }
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until every rank attached, a rank published that it cannot, or timeout_ms pass. The
  * store's get, with a short timeout, is the pause between looks. */
 static hvds_result_t wait_attached(shm_t* s, const hvds_kv_t* kv, const char* prefix,
                                    int timeout_ms, char* err, size_t errlen) {
   char key[512];
   snprintf(key, sizeof key, "%s/shm/fail", prefix);
-  int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+  int64_t deadline = timeout_ms > 0 ? hvds__now_ms() + timeout_ms : 0;
   while (atomic_load(&s->hdr->attached) < s->p->size) {
     void* val = NULL;
     size_t len = 0;
@@ -183,7 +178,7 @@ static hvds_result_t wait_attached(shm_t* s, const hvds_kv_t* kv, const char* pr
       free(val);
       return HVDS_REMOTE_ERROR;
     }
-    if (deadline > 0 && now_ms() >= deadline && atomic_load(&s->hdr->attached) < s->p->size) {
+    if (deadline > 0 && hvds__now_ms() >= deadline && atomic_load(&s->hdr->attached) < s->p->size) {
       snprintf(err, errlen, "only %d of %d ranks attached to the shared memory segment in %d ms",
                (int)atomic_load(&s->hdr->attached), s->p->size, timeout_ms);
       return HVDS_TIMEOUT;

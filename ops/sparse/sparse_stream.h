@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../runtime/include/hvdsparse.h"
-#include "../reduce.h"
+#include "hvdsparse.h"
+#include "reduce.h"
 
 #ifdef __cplusplus
 extern "C" {

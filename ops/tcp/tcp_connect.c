@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "tcp_internal.h"
 
 #define HELLO_MAGIC 0x68766474u /* "hvdt" */
@@ -54,14 +55,8 @@ typedef struct {
   uint64_t token;              /* this job's hello token */
 } setup_t;
 
-int64_t hvds__tcp_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int left_ms(const setup_t* s) {
-  int64_t left = s->deadline - hvds__tcp_now_ms();
+  int64_t left = s->deadline - hvds__now_ms();
   return left < 0 ? 0 : (int)left;
 }
 
@@ -351,7 +346,7 @@ static hvds_result_t exchange_ready(setup_t* s) {
 hvds_result_t hvds__tcp_connect_mesh(tcp_t* t, const hvds_kv_t* kv, const char* prefix,
                                      const char* iface, const char* hostname, int timeout_ms,
                                      char* err, size_t errlen) {
-  setup_t s = {t, hvds__tcp_now_ms() + (timeout_ms > 0 ? timeout_ms : FOREVER_MS), timeout_ms,
+  setup_t s = {t, hvds__now_ms() + (timeout_ms > 0 ? timeout_ms : FOREVER_MS), timeout_ms,
                err, errlen, NULL, prefix_token(prefix)};
   int lfd = -1;
   struct in_addr ip;

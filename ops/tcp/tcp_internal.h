@@ -11,12 +11,16 @@
 #define HVDS_TCP_INTERNAL_H_
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomics.h"
 #include "p2p_queue.h"
 #include "tcp_p2p.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct pollfd;
 
@@ -74,9 +78,9 @@ typedef struct {
   hvds_req_pool_t idle;    /* request objects for reuse */
 
   pthread_mutex_t mu;      /* guards the failure record below and p->error / p->failed_peer */
-  atomic_int failed;       /* set once (after the record is written), never cleared */
+  HVDS_ATOMIC(int) failed;       /* set once (after the record is written), never cleared */
   hvds_result_t fail_rc;
-  atomic_int interrupt;    /* bell_interrupt came and no bell_wait has consumed it yet */
+  HVDS_ATOMIC(int) interrupt;    /* bell_interrupt came and no bell_wait has consumed it yet */
 } tcp_t;
 
 /* tcp_p2p.c */
@@ -112,7 +116,7 @@ hvds_result_t hvds__tcp_connect_mesh(tcp_t* t, const hvds_kv_t* kv, const char* 
                                      const char* iface, const char* hostname, int timeout_ms,
                                      char* err, size_t errlen);
 
-/* Milliseconds on a monotonic clock. */
-int64_t hvds__tcp_now_ms(void);
-
+#ifdef __cplusplus
+}
+#endif
 #endif /* HVDS_TCP_INTERNAL_H_ */

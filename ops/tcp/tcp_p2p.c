@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "tcp_internal.h"
 
@@ -133,20 +134,14 @@ static hvds_result_t tcp_irecv(hvds_p2p_t* p, int peer, void* buf, size_t bytes,
   return post(p, peer, buf, bytes, tag, 0, req);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Runs the engine until r is done, the communicator fails, r's peer dies, or ms pass (never
  * when forever). Leaves r linked where it was on failure. */
 static hvds_result_t wait_done(tcp_t* t, tcp_req_t* r, int ms, int forever) {
-  int64_t deadline = hvds__tcp_now_ms() + (forever ? 0 : ms);
+  int64_t deadline = hvds__now_ms() + (forever ? 0 : ms);
   int polled = 0;
-  double poll_until = t->poll_us > 0 ? now_s() + t->poll_us * 1e-6 : 0;
+  double poll_until = t->poll_us > 0 ? hvds__now() + t->poll_us * 1e-6 : 0;
   while (!r->done && poll_until > 0) {
-    if (atomic_load(&t->failed) || t->peers[r->peer].dead || now_s() >= poll_until) break;
+    if (atomic_load(&t->failed) || t->peers[r->peer].dead || hvds__now() >= poll_until) break;
     hvds_result_t rc = hvds__tcp_progress(t, 0);
     if (rc != HVDS_SUCCESS) return rc;
   }
@@ -156,7 +151,7 @@ static hvds_result_t wait_done(tcp_t* t, tcp_req_t* r, int ms, int forever) {
     if (pe->dead) return hvds__tcp_fail(t, HVDS_REMOTE_ERROR, r->peer, "%s", pe->dead_msg);
     int left = -1;
     if (!forever) {
-      int64_t l = deadline - hvds__tcp_now_ms();
+      int64_t l = deadline - hvds__now_ms();
       if (l <= 0 && polled) {
         return hvds__tcp_fail(t, HVDS_TIMEOUT, r->peer, "timed out after %d ms waiting for rank %d",
                               ms, r->peer);

@@ -5,8 +5,7 @@
 
 #include <stddef.h>
 
-#include "../gloo/gloo_p2p.h" /* hvds_kv_t */
-#include "../p2p.h"
+#include "p2p.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

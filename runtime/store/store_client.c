@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "log.h"
 #include "store.h"
 #include "store_proto.h"
@@ -45,16 +46,10 @@ int hvds__store_local_addr(const hvds_store_t* s, char* out, size_t outlen) {
   return inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)outlen) ? 0 : -1;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left until deadline for poll(); deadline < 0 means forever. */
 static int remaining(int64_t deadline) {
   if (deadline < 0) return -1;
-  int64_t left = deadline - now_ms();
+  int64_t left = deadline - hvds__now_ms();
   if (left <= 0) return 0;
   return left > 1000000 ? 1000000 : (int)left;
 }
@@ -254,7 +249,7 @@ hvds_result_t hvds__store_connect(const char* host, int port, const char* secret
   if (s == NULL) return HVDS_SYSTEM_ERROR;
   s->fd = -1;
   pthread_mutex_init(&s->mu, NULL);
-  int64_t start = now_ms();
+  int64_t start = hvds__now_ms();
   int64_t deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
   hvds_result_t rc = connect_retry(host, port, deadline, &s->fd, err, errlen);
   if (rc != HVDS_SUCCESS) goto fail;
@@ -271,7 +266,7 @@ fail:
 }
 
 /* Milliseconds from now to a deadline for rpc(); < 0: none. */
-static int64_t deadline_in(int timeout_ms) { return timeout_ms < 0 ? -1 : now_ms() + timeout_ms; }
+static int64_t deadline_in(int timeout_ms) { return timeout_ms < 0 ? -1 : hvds__now_ms() + timeout_ms; }
 
 hvds_result_t hvds__store_set(hvds_store_t* s, const char* key, const void* val, size_t len) {
   return hvds__store_set_within(s, key, val, len, -1);
@@ -315,7 +310,7 @@ hvds_result_t hvds__store_get_within(hvds_store_t* s, const char* key, int timeo
   req.key = key;
   req.key_len = strlen(key);
   req.num = timeout_ms < 0 ? -1 : timeout_ms;
-  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms + reply_ms;
+  int64_t deadline = timeout_ms < 0 ? -1 : hvds__now_ms() + timeout_ms + reply_ms;
   pthread_mutex_lock(&s->mu);
   hvds_result_t rc = rpc(s, &req, deadline, &reply);
   if (rc == HVDS_SUCCESS) {

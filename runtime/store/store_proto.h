@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../include/hvdsparse.h"
+#include "hvdsparse.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 #include "store.h"
 #include "store_proto.h"
 #include "store_table.h"
@@ -75,12 +76,6 @@ struct hvds_store_server {
   int64_t accept_paused_until; /* server thread only: listener not polled before then */
   int64_t last_emfile_warning; /* server thread only */
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Compares in time that depends only on the expected secret's length. */
 static int secret_equal(const hvds_store_server_t* srv, const char* given, size_t given_len) {
@@ -155,7 +150,7 @@ static void handle_get(hvds_store_server_t* srv, conn_t* c, const hvds_store_msg
   memcpy(c->wait_key, m->key, m->key_len);
   c->wait_key[m->key_len] = '\0';
   c->wait_key_len = m->key_len;
-  c->wait_deadline = m->num < 0 ? -1 : now_ms() + m->num;
+  c->wait_deadline = m->num < 0 ? -1 : hvds__now_ms() + m->num;
 }
 
 static void handle_msg(hvds_store_server_t* srv, conn_t* c, const hvds_store_msg_t* m) {
@@ -270,7 +265,7 @@ static void accept_all(hvds_store_server_t* srv) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // The connection stays queued; rest rather than spin on a listener that stays readable.
-        int64_t now = now_ms();
+        int64_t now = hvds__now_ms();
         srv->accept_paused_until = now + ACCEPT_PAUSE_MS;
         if (now - srv->last_emfile_warning >= 10000) {
           HVDS_WARN("store: accept: %s (%zu connections open); pausing new connections",
@@ -307,7 +302,7 @@ static void accept_all(hvds_store_server_t* srv) {
                 NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
     c->fd = fd;
-    c->hello_deadline = now_ms() + HELLO_TIMEOUT_MS;
+    c->hello_deadline = hvds__now_ms() + HELLO_TIMEOUT_MS;
     srv->conns[srv->nconns++] = c;
   }
 }
@@ -315,7 +310,7 @@ static void accept_all(hvds_store_server_t* srv) {
 /* Answers parked GETs whose key appeared or whose wait expired; enforces the HELLO deadline.
  * Returns the poll timeout until the next deadline. */
 static int serve_deadlines(hvds_store_server_t* srv) {
-  int64_t now = now_ms();
+  int64_t now = hvds__now_ms();
   int64_t next = now + MAX_POLL_MS;
   if (srv->accept_paused_until > now && srv->accept_paused_until < next)
     next = srv->accept_paused_until;
@@ -372,7 +367,7 @@ static int build_pollfds(hvds_store_server_t* srv, size_t* n) {
     srv->pfds_cap = need;
   }
   srv->pfds[0] = (struct pollfd){srv->wake[0], POLLIN, 0};
-  short listen_ev = now_ms() >= srv->accept_paused_until ? POLLIN : 0;
+  short listen_ev = hvds__now_ms() >= srv->accept_paused_until ? POLLIN : 0;
   srv->pfds[1] = (struct pollfd){srv->listen_fd, listen_ev, 0};
   for (size_t i = 0; i < srv->nconns; i++) {
     conn_t* c = srv->conns[i];

@@ -19,9 +19,7 @@
 #include <sstream>
 #include <thread>
 
-extern "C" {
 #include "launch_env.h"
-}
 #include "../common/child_exec.h"
 #include "../common/loopback.h"
 

@@ -6,11 +6,9 @@
 #include <map>
 #include <string>
 
-extern "C" {
 #include "launch_env.h"
 #include "param.h"
 #include "slurm_nodelist.h"
-}
 
 namespace {
 

@@ -4,9 +4,7 @@
 
 #include <cmath>
 
-extern "C" {
 #include "bayes_opt.h"
-}
 
 namespace {
 

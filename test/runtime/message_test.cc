@@ -6,9 +6,7 @@
 #include <random>
 #include <vector>
 
-extern "C" {
 #include "message.h"
-}
 
 namespace {
 

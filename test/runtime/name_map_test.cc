@@ -3,9 +3,7 @@
 
 #include <string>
 
-extern "C" {
 #include "name_map.h"
-}
 
 TEST(NameMap, PutGetRemoveAndGrow) {
   hvds_name_map_t m = {};

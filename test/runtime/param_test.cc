@@ -3,9 +3,7 @@
 
 #include <cstdlib>
 
-extern "C" {
 #include "param.h"
-}
 
 TEST(Param, PrefixOrderDefaultsAndReload) {
   unsetenv("HVDSPARSE_FUSION_THRESHOLD");

@@ -5,9 +5,7 @@
 #include <cstring>
 #include <string>
 
-extern "C" {
 #include "response_cache.h"
-}
 
 namespace {
 

@@ -39,6 +39,24 @@ class SparseTensor(ctypes.Structure):
                 ("dense_shape", ctypes.c_int64 * MAX_DIMS), ("device", ctypes.c_int32)]
 
 
+# The address handed to the C API for buffers of no bytes: non-NULL, never read or written.
+_EMPTY_BUFFER = ctypes.create_string_buffer(8)
+EMPTY = ctypes.addressof(_EMPTY_BUFFER)
+
+
+def tensor_view(data, dtype, shape):
+    """hvds_tensor_t over host memory at address data (0 or None for no bytes: EMPTY); the
+    caller has checked that shape has at most MAX_DIMS dimensions."""
+    v = Tensor()
+    v.data = data or EMPTY
+    v.dtype = dtype
+    v.device = -1
+    v.ndim = len(shape)
+    for i, d in enumerate(shape):
+        v.shape[i] = int(d)
+    return v
+
+
 ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int32,
                             ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t)
 
@@ -79,6 +97,14 @@ def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank
         o.sparse_algorithm = check_sparse_algorithm(sparse_algorithm).encode()
     o.sparse_detect = -1 if sparse_detect is None else (1 if sparse_detect else 0)
     return o
+
+
+def set_splits(opts, splits):
+    """Points opts at alltoall's splits; returns the C array, which must outlive the operation."""
+    array = (ctypes.c_int32 * max(1, len(splits)))(*splits)
+    opts.splits = ctypes.cast(array, ctypes.POINTER(ctypes.c_int32))
+    opts.nsplits = len(splits)
+    return array
 
 
 def check_sparse_algorithm(algorithm):

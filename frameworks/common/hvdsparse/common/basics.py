@@ -6,9 +6,7 @@ import sys
 import threading
 
 from hvdsparse.common import _lib
-from hvdsparse.common.exceptions import HorovodInternalError
-
-NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+from hvdsparse.common.errors import NOT_INITIALIZED, call_error
 
 _state_lock = threading.RLock()
 _dynamic = False
@@ -23,24 +21,11 @@ def register_reset_hook(fn):
         _reset_hooks.append(fn)
 
 
-def error_for(rc, message):
-    """The Python exception for a failed C call, as Horovod raises them."""
-    if rc == _lib.INVALID_USAGE and "not been initialized" in message:
-        return ValueError(NOT_INITIALIZED)
-    if rc == _lib.INVALID_ARGUMENT:
-        return ValueError(message)
-    if rc == _lib.NOT_SUPPORTED:
-        return NotImplementedError(message)
-    if rc == _lib.INVALID_USAGE:
-        return ValueError(message)
-    return HorovodInternalError(message or _lib.result_str(rc))
-
-
 def check(rc, what=""):
     """Raises the mapped exception for rc != HVDS_SUCCESS, with hvds_last_error()'s message."""
     if rc != _lib.SUCCESS:
         msg = _lib.last_error() or _lib.result_str(rc)
-        raise error_for(rc, "%s: %s" % (what, msg) if what and what not in msg else msg)
+        raise call_error(rc, "%s: %s" % (what, msg) if what and what not in msg else msg)
 
 
 def _truthy(value):
@@ -124,6 +109,12 @@ atexit.register(_shutdown_at_exit)
 
 def is_initialized():
     return bool(_lib.lib().hvds_is_initialized())
+
+
+def require_init():
+    """Raises Horovod's ValueError unless the runtime is running."""
+    if not is_initialized():
+        raise ValueError(NOT_INITIALIZED)
 
 
 def dynamic_process_sets():

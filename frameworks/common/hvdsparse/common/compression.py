@@ -1,5 +1,6 @@
-"""What every framework's Compression shares: the compressor protocol, the no-op compressor, and
-a cast compressor built from the framework's own "is floating" test and cast."""
+"""What every framework's Compression shares: the compressor protocol, the no-op compressor, a
+cast compressor built from the framework's own "is floating" test and cast, and the Compression
+namespace itself."""
 
 
 class Compressor:
@@ -26,9 +27,10 @@ class NoneCompressor(Compressor):
         return tensor
 
 
-def cast_compressor(wire_dtype, is_floating, cast):
-    """A compressor sending floating-point tensors as wire_dtype and restoring their dtype.
-    is_floating(tensor) -> bool and cast(tensor, dtype) -> tensor come from the framework."""
+def cast_compressor(wire_dtype, is_floating, cast, name="CastCompressor"):
+    """A compressor class, called name, sending floating-point tensors as wire_dtype and
+    restoring their dtype. is_floating(tensor) -> bool and cast(tensor, dtype) -> tensor come
+    from the framework."""
 
     class _Cast(Compressor):
         @staticmethod
@@ -40,4 +42,23 @@ def cast_compressor(wire_dtype, is_floating, cast):
         @staticmethod
         def decompress(tensor, ctx):
             return tensor if ctx is None else cast(tensor, ctx)
+    _Cast.__name__ = _Cast.__qualname__ = name
     return _Cast
+
+
+def compression_namespace(float16, bfloat16, is_floating, cast, topk):
+    """Horovod's Compression for one framework: none, fp16 and bf16 (floating-point tensors
+    travel as float16 or bfloat16 and come back in their own dtype; bf16 is an hvdsparse
+    addition), and topk(ratio, **options), which makes the framework's top-k compressor."""
+
+    class Compression:
+        none = NoneCompressor
+        fp16 = cast_compressor(float16, is_floating, cast, "FP16Compressor")
+        bf16 = cast_compressor(bfloat16, is_floating, cast, "BF16Compressor")
+
+        @staticmethod
+        def topk(ratio, **options):
+            """Top-k sparsification with error feedback: an instance per optimizer or tape (it
+            carries the options; docs/compression.md)."""
+            return topk(ratio, **options)
+    return Compression

@@ -83,16 +83,35 @@ def process_set_by_id(pid):
     return _registered.get(pid)
 
 
+def set_id(process_set):
+    """The id the C API takes for process_set; ValueError when it is not registered."""
+    process_set._check_registered()
+    return process_set.process_set_id
+
+
+def root_index(root_rank, process_set):
+    """The C API's root: Horovod's root_rank is a global rank, the C API wants its rank within
+    the set (the same number for the global set, where the runtime checks its range)."""
+    if set_id(process_set) == 0:
+        return int(root_rank)
+    if root_rank not in process_set.ranks:
+        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set))
+    return process_set.ranks.index(root_rank)
+
+
+def _require_dynamic():
+    basics.require_init()
+    if not basics.dynamic_process_sets():
+        raise ValueError("Runtime was not initialized with dynamic process sets: use "
+                         "hvd.init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1.")
+
+
 def add_process_set(process_set):
     """Registers a set on every rank (call identically, in the same order, on all ranks).
 
     Needs init(process_sets="dynamic") or HOROVOD_DYNAMIC_PROCESS_SETS=1. Returns the ProcessSet;
     an identical rank list gives the existing set's id."""
-    if not basics.is_initialized():
-        raise ValueError(basics.NOT_INITIALIZED)
-    if not basics.dynamic_process_sets():
-        raise ValueError("Runtime was not initialized with dynamic process sets: use "
-                         "hvd.init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1.")
+    _require_dynamic()
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError("Process set is already registered with id %d." % ps.process_set_id)
@@ -108,11 +127,7 @@ def add_process_set(process_set):
 def remove_process_set(process_set):
     """Deregisters a set on every rank (same order everywhere). False for the global set or a
     set that is not registered."""
-    if not basics.is_initialized():
-        raise ValueError(basics.NOT_INITIALIZED)
-    if not basics.dynamic_process_sets():
-        raise ValueError("Runtime was not initialized with dynamic process sets: use "
-                         "hvd.init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1.")
+    _require_dynamic()
     pid = process_set.process_set_id
     if pid is None or pid == 0:
         return False

@@ -6,7 +6,6 @@ import ctypes
 from hvdsparse.common import _lib, basics
 
 INT32_LIMIT = 2 ** 31 - 1  # indices below it travel as int32
-_ZERO = ctypes.create_string_buffer(8)  # non-NULL address for empty buffers
 
 
 def wire_index_dtype(dim):
@@ -26,9 +25,9 @@ def tensor(fmt, indices_ptr, index_dtype, values_ptr, dtype, nnz, dense_shape):
                          % _lib.MAX_DIMS)
     st = _lib.SparseTensor()
     st.format = fmt
-    st.indices = indices_ptr or ctypes.addressof(_ZERO)
+    st.indices = indices_ptr or _lib.EMPTY
     st.index_dtype = index_dtype
-    st.values = values_ptr or ctypes.addressof(_ZERO)
+    st.values = values_ptr or _lib.EMPTY
     st.dtype = dtype
     st.nnz = nnz
     st.dense_ndim = len(dense_shape)

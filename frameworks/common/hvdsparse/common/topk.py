@@ -106,3 +106,24 @@ class TopKCompressorBase(Compressor):
         if m and exact.value:
             self.fallbacks += 1
         return count.value
+
+
+def is_topk(compression):
+    """True for a Compression.topk(...) compressor (it takes the sparse path)."""
+    return isinstance(compression, TopKCompressorBase)
+
+
+def quant_bits_supported():
+    """True when the C API's options carry sparse_quant_bits (hvds_op_options_t)."""
+    return any(name == "sparse_quant_bits" for name, _ in _lib.OpOptions._fields_)
+
+
+def check_quantize_bits(bits):
+    """bits (0, 2, 4 or 8), or the error saying why it cannot be used."""
+    if bits not in (0, 2, 4, 8):
+        raise ValueError("quantize_bits must be 0, 2, 4 or 8, not %r" % (bits,))
+    if bits and not quant_bits_supported():
+        raise NotImplementedError(
+            "quantize_bits=%d needs hvds_op_options_t.sparse_quant_bits in the C API, which "
+            "this build of libhvdsparse does not have yet (docs/compression.md)" % bits)
+    return bits

@@ -1,7 +1,9 @@
-"""Gradient compression on the wire: Compression.none, fp16, bf16 and topk."""
+"""Gradient compression on the wire: Compression.none, fp16, bf16 and topk (an instance per
+optimizer: it carries the options, the residuals live in the optimizer; see topk.py)."""
 import torch
 
-from hvdsparse.common.compression import Compressor, NoneCompressor, cast_compressor  # noqa: F401
+from hvdsparse.common.compression import (Compressor, NoneCompressor,  # noqa: F401
+                                          compression_namespace)
 from hvdsparse.torch.topk import TopKCompressor
 
 
@@ -13,22 +15,6 @@ def _cast(t, dtype):
     return t.type(dtype)
 
 
-class FP16Compressor(cast_compressor(torch.float16, _is_floating, _cast)):
-    """Floating-point tensors travel as float16 and come back in their own dtype."""
-
-
-class BF16Compressor(cast_compressor(torch.bfloat16, _is_floating, _cast)):
-    """Floating-point tensors travel as bfloat16 (Horovod has no bf16 compressor; we do)."""
-
-
-class Compression:
-    """The compressors, as Horovod names them."""
-    none = NoneCompressor
-    fp16 = FP16Compressor
-    bf16 = BF16Compressor
-
-    @staticmethod
-    def topk(ratio, **options):
-        """Top-k sparsification with error feedback: an instance per optimizer (it carries the
-        options; the residuals live in the optimizer). See hvdsparse.torch.topk."""
-        return TopKCompressor(ratio, **options)
+Compression = compression_namespace(torch.float16, torch.bfloat16, _is_floating, _cast,
+                                    TopKCompressor)
+FP16Compressor, BF16Compressor = Compression.fp16, Compression.bf16

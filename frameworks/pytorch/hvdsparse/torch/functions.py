@@ -1,10 +1,8 @@
 """Model and optimizer state helpers: broadcast_parameters, broadcast_optimizer_state,
 broadcast_object, allgather_object."""
-import io
-
-import cloudpickle
 import torch
 
+from hvdsparse.common import objects
 from hvdsparse.torch import mpi_ops
 from hvdsparse.torch.mpi_ops import global_process_set
 
@@ -32,35 +30,21 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Sends a picklable object (cloudpickle) from root_rank to every rank of the set."""
-    name = name or type(obj).__name__
-    if mpi_ops.rank() == root_rank:
-        buf = io.BytesIO()
-        cloudpickle.dump(obj, buf)
-        data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
-        size = torch.tensor([data.numel()], dtype=torch.int64)
-        mpi_ops.broadcast_(size, root_rank, name + ".sz", process_set)
-    else:
-        size = torch.tensor([0], dtype=torch.int64)
-        mpi_ops.broadcast_(size, root_rank, name + ".sz", process_set)
-        data = torch.empty(int(size.item()), dtype=torch.uint8)
-    mpi_ops.broadcast_(data, root_rank, name + ".t", process_set)
-    if mpi_ops.rank() == root_rank:
-        return obj
-    return cloudpickle.loads(data.numpy().tobytes())
+    return objects.broadcast_object(obj, root_rank, name, process_set, _broadcast_array)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Gathers a picklable object from every rank of the set; returns a list in rank order."""
-    name = name or type(obj).__name__
-    data = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
-    sizes = mpi_ops.synchronize(mpi_ops.allgather_async(
-        torch.tensor([data.numel()], dtype=torch.int64), name + ".sz", process_set)).tolist()
-    gathered = mpi_ops.synchronize(mpi_ops.allgather_async(data, name + ".t", process_set))
-    out, offset = [], 0
-    for n in sizes:
-        out.append(cloudpickle.loads(gathered[offset:offset + n].numpy().tobytes()))
-        offset += n
-    return out
+    return objects.allgather_object(obj, name, process_set, _allgather_array)
+
+
+def _broadcast_array(array, root_rank, name, process_set):
+    return mpi_ops.broadcast_(torch.from_numpy(array), root_rank, name, process_set).numpy()
+
+
+def _allgather_array(array, name, process_set):
+    return mpi_ops.synchronize(mpi_ops.allgather_async(torch.from_numpy(array), name,
+                                                       process_set)).numpy()
 
 
 def _ensure_state(optimizer):

@@ -1,15 +1,16 @@
 """The machinery under the torch collectives: dtype mapping, tensor views for the C API, the
 handle map that keeps each operation's tensors alive until synchronize(), the allocation callback
-that makes torch tensors for outputs of negotiated size, and enqueue/wait/synchronize."""
+that makes torch tensors for outputs of negotiated size, and synchronize (enqueueing and waiting
+are hvdsparse.common.handles', shared with the TensorFlow binding)."""
 import ctypes
 import itertools
 import threading
 
 import torch
 
-from hvdsparse.common import _lib, basics, util
-from hvdsparse.common.exceptions import HorovodInternalError
+from hvdsparse.common import _lib, basics, handles, util
 from hvdsparse.common.ops import Sum
+from hvdsparse.common.process_sets import set_id
 
 # ---- dtypes ----------------------------------------------------------------------------------
 _TO_C = {torch.uint8: _lib.UINT8, torch.int8: _lib.INT8, torch.int16: _lib.INT16,
@@ -39,34 +40,15 @@ def _check_tensor(tensor):
 
 def _view(tensor):
     """hvds_tensor_t over a contiguous CPU tensor."""
-    v = _lib.Tensor()
-    v.data = tensor.data_ptr() or None
-    v.dtype = _TO_C[tensor.dtype]
-    v.device = -1
-    v.ndim = tensor.dim()
-    for i, d in enumerate(tensor.shape):
-        v.shape[i] = d
-    return v
-
-
-def _require_init():
-    if not _lib.lib().hvds_is_initialized():
-        raise ValueError(basics.NOT_INITIALIZED)
+    return _lib.tensor_view(tensor.data_ptr(), _TO_C[tensor.dtype], tensor.shape)
 
 
 def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
              sparse_algorithm=None, sparse_detect=None):
     """hvds_op_options_t for one operation, named as Horovod names it."""
-    ps = _set_id(process_set)
+    ps = set_id(process_set)
     return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank,
                            sparse_algorithm, sparse_detect)
-
-
-def _set_id(process_set):
-    if process_set.process_set_id is None:
-        raise ValueError("Process set has not been registered: call hvd.add_process_set() "
-                         "first.")
-    return process_set.process_set_id
 
 
 # ---- handles ---------------------------------------------------------------------------------
@@ -86,7 +68,6 @@ _map_lock = threading.Lock()
 # Outputs created by the allocation callback: alloc key -> {data_ptr: tensor}.
 _alloc_store = {}
 _alloc_keys = itertools.count(1)
-_ZERO = ctypes.create_string_buffer(8)  # non-NULL address handed out for empty outputs
 
 
 def _alloc_cb(ctx, dtype, ndim, shape, nbytes):
@@ -94,7 +75,7 @@ def _alloc_cb(ctx, dtype, ndim, shape, nbytes):
         dims = [shape[i] for i in range(ndim)]
         t = torch.empty(dims, dtype=_FROM_C[dtype])
         if nbytes == 0 or t.numel() == 0:
-            return ctypes.addressof(_ZERO)
+            return _lib.EMPTY
         store = _alloc_store.get(ctx)
         if store is None:
             return None
@@ -118,8 +99,7 @@ def _new_alloc(opts):
 
 def _output(handle, i, alloc_key):
     """Output i of a finished handle as a torch tensor (the callback's, else a copy)."""
-    t = _lib.Tensor()
-    basics.check(_lib.lib().hvds_handle_output(handle, i, ctypes.byref(t)), "output")
+    t = handles.output(handle, i)
     dims = [t.shape[d] for d in range(t.ndim)]
     dtype = _FROM_C[t.dtype]
     store = _alloc_store.get(alloc_key, {})
@@ -127,7 +107,7 @@ def _output(handle, i, alloc_key):
         return store.pop(t.data)
     out = torch.empty(dims, dtype=dtype)
     nbytes = out.numel() * out.element_size()
-    if nbytes and t.data and t.data != ctypes.addressof(_ZERO):
+    if nbytes and t.data and t.data != _lib.EMPTY:
         ctypes.memmove(out.data_ptr(), t.data, nbytes)
     return out
 
@@ -138,14 +118,15 @@ def _register(handle, keep, finish, alloc_key=None):
     return handle
 
 
-def _enqueue(fn, *args, what):
-    """Runs an hvds_*_async call; raises ValueError & co. at enqueue as Horovod does."""
-    h = ctypes.c_int64(0)
-    rc = fn(*args, ctypes.byref(h))
-    if rc != _lib.SUCCESS:
-        msg = _lib.last_error() or _lib.result_str(rc)
-        raise basics.error_for(rc, msg)
-    return h.value
+def _enqueue_allocating(opts, fn, *args):
+    """handles.enqueue(fn, *args) for an operation whose outputs the allocation callback makes
+    (opts gets it); returns (handle, the key of its outputs)."""
+    key = _new_alloc(opts)
+    try:
+        return handles.enqueue(fn, *args), key
+    except BaseException:
+        _alloc_store.pop(key, None)
+        raise
 
 
 def _reset(event):
@@ -156,17 +137,6 @@ def _reset(event):
 
 
 basics.register_reset_hook(_reset)
-
-
-def _wait(handle):
-    """Waits in slices so that Ctrl-C still works; returns the operation's status."""
-    lib = _lib.lib()
-    while True:
-        rc = lib.hvds_wait(handle, 1000)
-        if rc != _lib.TIMEOUT:
-            return rc
-        if lib.hvds_poll(handle) == 1:
-            return lib.hvds_wait(handle, 0)
 
 
 def _poll_one(handle):
@@ -180,16 +150,10 @@ def _synchronize_one(handle):
         pending = _handle_map.pop(handle, None)
     if pending is None:
         return None
-    lib = _lib.lib()
     try:
-        rc = _wait(handle)
-        if rc != _lib.SUCCESS:
-            msg = _lib.handle_error(handle) or _lib.result_str(rc)
-            if rc == _lib.INVALID_ARGUMENT:
-                raise ValueError(msg)
-            raise HorovodInternalError(msg)
+        handles.wait_or_raise(handle)
         return pending.finish(handle)
     finally:
-        lib.hvds_release(handle)
+        _lib.lib().hvds_release(handle)
         if pending.alloc_key is not None:
             _alloc_store.pop(pending.alloc_key, None)

@@ -6,39 +6,29 @@ known only after negotiation (allgather, alltoall, reducescatter) are torch tens
 allocation callback that the runtime calls on its coordinator thread.
 """
 import ctypes
-import warnings
+import operator
 
 import torch
 
-from hvdsparse.common import _lib, util
+from hvdsparse.common import _lib, handles, util
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,
                                      mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled,
                                      gloo_built, nccl_built, ddl_built, ccl_built, cuda_built,
-                                     rocm_built)
-from hvdsparse.common.exceptions import HorovodInternalError
-from hvdsparse.common.ops import Average, Sum, Adasum, Min, Max, Product, check_op  # noqa: F401
+                                     rocm_built, require_init)
+from hvdsparse.common.gradients import reducescatter_grad
+from hvdsparse.common.ops import (Average, Sum, Adasum, Min, Max, Product,  # noqa: F401
+                                  check_op, resolve_op)
 from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # noqa: F401
-                                           add_process_set, remove_process_set)
+                                           add_process_set, remove_process_set, root_index,
+                                           set_id)
+from hvdsparse.common.splits import check_splits
 
-from hvdsparse.torch.handles import (_alloc_store, _check_tensor, _enqueue, _new_alloc, _options,
-                                     _output, _poll_one, _register, _require_init, _set_id,
-                                     _synchronize_one, _view, _wait)
+from hvdsparse.torch.handles import (_check_tensor, _enqueue_allocating, _options, _output,
+                                     _poll_one, _register, _synchronize_one, _view)
 from hvdsparse.torch.sparse_ops import (SparseHandle, sparse_allreduce,  # noqa: F401
                                         sparse_allreduce_async)
-
-
-def _resolve_op(average, op):
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
-                      "v1.0", DeprecationWarning)
-        op = Average if average else Sum
-    if op is None:
-        op = Average
-    return check_op(op)
 
 
 # ---- allreduce -------------------------------------------------------------------------------
@@ -57,14 +47,14 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
                      sparse_detect=None, sparse_algorithm=None):
     """sparse_detect: the runtime counts the tensor's non-zero rows and takes the sparse path
     when cheaper (the result is the same); sparse_algorithm forces that path's algorithm."""
-    _require_init()
+    require_init()
     _check_tensor(tensor)
     src, dst, copy_back = _contiguous_pair(tensor, output)
     opts = _options("allreduce", name, process_set, op, prescale_factor, postscale_factor,
                     sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect)
     vin, vout = _view(src), _view(dst)
-    h = _enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
-                 ctypes.byref(opts), what="allreduce")
+    h = handles.enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
+                        ctypes.byref(opts))
 
     def finish(_h):
         if copy_back is not None:
@@ -77,7 +67,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; returns a handle for poll() and synchronize()."""
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
                             process_set)
@@ -86,7 +76,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; returns a handle."""
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor,
                             process_set)
 
@@ -118,7 +108,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     _check_tensor(tensor)  # a clear ValueError, not a TypeError from torch.empty_like
     from hvdsparse.torch.compression import Compression
     compression = compression or Compression.none
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     compressed, cctx = compression.compress(tensor)
     summed = HorovodAllreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
                                     process_set)
@@ -135,7 +125,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 # ---- grouped allreduce -----------------------------------------------------------------------
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                              process_set, sparse_detect=None, sparse_algorithm=None):
-    _require_init()
+    require_init()
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allreduce needs at least one tensor.")
@@ -151,8 +141,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     opts = _options("grouped_allreduce", name, process_set, op, prescale_factor,
                     postscale_factor, sparse_algorithm=sparse_algorithm,
                     sparse_detect=sparse_detect)
-    h = _enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout, ctypes.byref(opts),
-                 what="grouped_allreduce")
+    h = handles.enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout,
+                        ctypes.byref(opts))
 
     def finish(_h):
         result = []
@@ -168,7 +158,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
                                     postscale_factor, process_set)
@@ -176,7 +166,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     tensors = list(tensors)
     return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
                                     postscale_factor, process_set)
@@ -204,7 +194,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
     """Allreduce of a list of tensors negotiated as one group (differentiable)."""
     from hvdsparse.torch.compression import Compression
     compression = compression or Compression.none
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
     summed = HorovodGroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
                                            process_set, *compressed)
@@ -220,24 +210,16 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 # ---- allgather -------------------------------------------------------------------------------
 def _gather_like(kind, c_fn, tensor, name, process_set, splits=None, ordered=False):
     """Shared enqueue for ops with one runtime-shaped output (allgather, alltoall)."""
-    _require_init()
+    require_init()
     _check_tensor(tensor)
     src = tensor.contiguous()
     opts = _options(kind, name, process_set)
     opts.ordered = 1 if ordered else 0
-    key = _new_alloc(opts)
     keep = [tensor, src, opts]
     if splits is not None:
-        arr = (ctypes.c_int32 * max(1, len(splits)))(*splits)
-        opts.splits = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
-        opts.nsplits = len(splits)
-        keep.append(arr)
+        keep.append(_lib.set_splits(opts, splits))
     v = _view(src)
-    try:
-        h = _enqueue(c_fn, ctypes.byref(v), ctypes.byref(opts), what=kind)
-    except BaseException:
-        _alloc_store.pop(key, None)
-        raise
+    h, key = _enqueue_allocating(opts, c_fn, ctypes.byref(v), ctypes.byref(opts))
     return h, key, keep
 
 
@@ -279,30 +261,22 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     The runtime's C API has no grouped allgather, so this issues one allgather per tensor
     (named "<name>_<i>of<n>") and completes them together."""
     tensors = list(tensors)
-    base = util.op_name("grouped_allgather", name, _set_id(process_set))
+    base = util.op_name("grouped_allgather", name, set_id(process_set))
     n = len(tensors)
-    handles = [allgather_async(t, name="%s_%dof%d" % (base, i + 1, n), process_set=process_set)
-               for i, t in enumerate(tensors)]
-    return _Group(handles)
+    return _Group([allgather_async(t, name="%s_%dof%d" % (base, i + 1, n),
+                                   process_set=process_set) for i, t in enumerate(tensors)])
 
 
 class _Group:
     """A handle over several handles (grouped allgather)."""
 
-    def __init__(self, handles, combine=None):
-        self.handles = handles
+    def __init__(self, parts, combine=None):
+        self.handles = parts
         self.combine = combine
 
 
 def _sync_group(group):
-    results, error = [], None
-    for h in group.handles:
-        try:
-            results.append(_synchronize_one(h))
-        except Exception as e:  # finish the others so that nothing stays in flight
-            error = error or e
-    if error is not None:
-        raise error
+    results = handles.finish_all(group.handles, _synchronize_one)
     return group.combine(results) if group.combine else results
 
 
@@ -331,26 +305,15 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 
 # ---- broadcast -------------------------------------------------------------------------------
-def _root_index(root_rank, process_set):
-    """Horovod's root_rank is a global rank; the C API wants the rank within the set."""
-    if process_set.process_set_id == 0:
-        return int(root_rank)
-    ranks = process_set.ranks
-    if root_rank not in ranks:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set))
-    return ranks.index(root_rank)
-
-
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast from root_rank (a global rank); returns a handle."""
-    _require_init()
+    require_init()
     _check_tensor(tensor)
     buf = tensor if tensor.is_contiguous() else tensor.contiguous()
     opts = _options("broadcast", name, process_set,
-                    root_rank=_root_index(root_rank, process_set))
+                    root_rank=root_index(root_rank, process_set))
     v = _view(buf)
-    h = _enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts),
-                 what="broadcast")
+    h = handles.enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts))
 
     def finish(_h):
         if buf is not tensor:
@@ -394,47 +357,28 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ---- alltoall --------------------------------------------------------------------------------
 def _check_splits(tensor, splits, process_set):
-    n = process_set.size()
-    dim0 = tensor.shape[0] if tensor.dim() else 0
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor of at least one dimension.")
-    if splits is None:
-        if dim0 % n != 0:
-            raise ValueError("tensor(s) first dimension %d is not divisible by the number of "
-                             "ranks %d: pass splits" % (dim0, n))
-        return None
     if isinstance(splits, torch.Tensor):
         if splits.dtype not in (torch.int32, torch.int64):
             raise ValueError("splits must be a tensor of type int32 (or int64), not %s"
                              % splits.dtype)
         splits = splits.cpu().tolist()
-    splits = [int(s) for s in splits]
-    if len(splits) != n:
-        raise ValueError("splits has %d entries but the process set has %d ranks"
-                         % (len(splits), n))
-    if any(s < 0 for s in splits):
-        raise ValueError("splits must be non-negative: %s" % splits)
-    if sum(splits) != dim0:
-        raise ValueError("Sum of splits entries %d does not match the first dimension %d of "
-                         "the tensor" % (sum(splits), dim0))
-    return splits
+    return check_splits(splits, tensor.shape[0], process_set.size())
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: splits[i] rows go to rank i of the set (equal parts when None).
     synchronize() returns (output, received_splits)."""
-    _require_init()
+    require_init()
     _check_tensor(tensor)
     s = _check_splits(tensor, splits, process_set)
     h, key, keep = _gather_like("alltoall", _lib.lib().hvds_alltoall_async, tensor, name,
                                 process_set, s)
 
     def finish(hh):
-        out = _output(hh, 0, key)
-        ptr = ctypes.POINTER(ctypes.c_int32)()
-        n = _lib.lib().hvds_handle_splits(hh, ctypes.byref(ptr))
-        received = torch.tensor([ptr[i] for i in range(max(n, 0))], dtype=torch.int32)
-        return out, received
+        received = torch.tensor(handles.received_splits(hh), dtype=torch.int32)
+        return _output(hh, 0, key), received
     return _register(h, keep, finish, key)
 
 
@@ -479,7 +423,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     submission order ahead of negotiated work. Every rank must then submit its ordered
     operations in the same order with the same names, dtypes and shapes; a mismatch raises on
     every rank (HorovodInternalError naming this rank's operation)."""
-    _require_init()
+    require_init()
     _check_tensor(tensor)
     op = check_op(op)
     _check_reducescatter(tensor, op)
@@ -487,21 +431,15 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     opts = _options("reducescatter", name, process_set, op,
                     prescale_factor, postscale_factor)
     opts.ordered = 1 if ordered else 0
-    key = _new_alloc(opts)
     v = _view(src)
-    try:
-        h = _enqueue(_lib.lib().hvds_reducescatter_async, ctypes.byref(v), ctypes.byref(opts),
-                     what="reducescatter")
-    except BaseException:
-        _alloc_store.pop(key, None)
-        raise
+    h, key = _enqueue_allocating(opts, _lib.lib().hvds_reducescatter_async, ctypes.byref(v),
+                                 ctypes.byref(opts))
     return _register(h, (tensor, src, opts), lambda hh: _output(hh, 0, key), key)
 
 
 def _reducescatter_grad(grad, op, prescale, postscale, process_set):
-    g = allgather(grad, process_set=process_set)
-    scale = prescale * postscale * (process_set.size() if op == Sum else 1)
-    return g * scale if scale != 1 else g
+    return reducescatter_grad(grad, op, prescale, postscale, process_set,
+                              lambda g, ps: allgather(g, process_set=ps), operator.mul)
 
 
 class HorovodReducescatter(torch.autograd.Function):
@@ -532,7 +470,7 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    _require_init()
+    require_init()
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_reducescatter needs at least one tensor.")
@@ -546,13 +484,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     vin = (_lib.Tensor * n)(*[_view(s) for s in srcs])
     opts = _options("grouped_reducescatter", name, process_set, op,
                     prescale_factor, postscale_factor)
-    key = _new_alloc(opts)
-    try:
-        h = _enqueue(_lib.lib().hvds_grouped_reducescatter_async, n, vin, ctypes.byref(opts),
-                     what="grouped_reducescatter")
-    except BaseException:
-        _alloc_store.pop(key, None)
-        raise
+    h, key = _enqueue_allocating(opts, _lib.lib().hvds_grouped_reducescatter_async, n, vin,
+                                 ctypes.byref(opts))
     return _register(h, (tensors, srcs, opts),
                      lambda hh: [_output(hh, i, key) for i in range(n)], key)
 
@@ -587,32 +520,16 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 def join(device=-1):
     """This rank has no more batches: contributes zeros to the others' allreduces until every
     rank joined. Returns the last rank that joined (the same on every rank)."""
-    _require_init()
+    require_init()
     if device not in (-1, None) and device != "cpu":
         raise NotImplementedError("hvdsparse: join(device=%r): GPU devices need the NCCL "
                                   "backend" % (device,))
-    h = _enqueue(_lib.lib().hvds_join_async, what="join")
-    lib = _lib.lib()
-    try:
-        rc = _wait(h)
-        if rc != _lib.SUCCESS:
-            raise HorovodInternalError(_lib.handle_error(h) or _lib.result_str(rc))
-        return int(lib.hvds_handle_join_rank(h))
-    finally:
-        lib.hvds_release(h)
+    return handles.join()
 
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set reached the barrier."""
-    _require_init()
-    h = _enqueue(_lib.lib().hvds_barrier_async, _set_id(process_set), what="barrier")
-    lib = _lib.lib()
-    try:
-        rc = _wait(h)
-        if rc != _lib.SUCCESS:
-            raise HorovodInternalError(_lib.handle_error(h) or _lib.result_str(rc))
-    finally:
-        lib.hvds_release(h)
+    handles.barrier(set_id(process_set))
 
 
 def synchronize(handle):

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 import torch
 
 from hvdsparse.common import _lib
+from hvdsparse.common.ops import predivide_scales
+from hvdsparse.common.topk import check_quantize_bits, is_topk
 from hvdsparse.torch import mpi_ops, topk
 from hvdsparse.torch.compression import Compression
 from hvdsparse.torch.mpi_ops import Adasum, Average, global_process_set
@@ -48,7 +50,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
         super().__init__(params)
         # Compression.topk: compressed gradients take the sparse path (topk.py); the others,
         # tensors below its min_numel, go dense and uncompressed.
-        self._topk = compression if topk.is_topk(compression) else None
+        self._topk = compression if is_topk(compression) else None
         self._compression = Compression.none if self._topk is not None else compression
         self._quantize_bits = quantize_bits
         all_params = [p for g in self.param_groups for p in g["params"]]
@@ -167,9 +169,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
 
     # ---- launching allreduces ----
     def _scales(self):
-        if self.op == Average:
-            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
-        return 1.0, 1.0
+        return predivide_scales(self.op, self.gradient_predivide_factor)
 
     def _prepare_grad(self, p):
         if p.grad is None:
@@ -198,10 +198,8 @@ class _DistributedMixin(topk.ResidualStateMixin):
         grad = self._prepare_grad(p)
         name = self._parameter_names.get(p)
         if grad.is_sparse:
-            if self.op not in (Average, mpi_ops.Sum):
-                raise NotImplementedError("sparse gradients support op Average or Sum only")
             # Compression and gradient_predivide_factor do not apply (as in Horovod): the
-            # values travel as they are and Average divides once.
+            # values travel as they are and Average divides once; the op is checked there.
             handle = mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set,
                                                     algorithm=self.sparse_algorithm)
             return handle, "sparse"
@@ -351,10 +349,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     tune_warmup."""
     if op == Adasum:
         raise NotImplementedError("Adasum is not supported by hvdsparse; use op=hvd.Average.")
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    topk.check_quantize_bits(quantize_bits)
-    if topk.is_topk(compression) and (pipeline is not None or groups is not None or num_groups):
+    prescale, postscale = predivide_scales(op, gradient_predivide_factor)
+    check_quantize_bits(quantize_bits)
+    if is_topk(compression) and (pipeline is not None or groups is not None or num_groups):
         raise ValueError("Compression.topk sends each gradient through its own sparse "
                          "allreduce: it cannot be combined with groups or pipeline='dear'")
     if pipeline is not None:
@@ -365,11 +362,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             raise ValueError("pipeline='dear' plans its own buckets: groups, num_groups and "
                              "the sparse options do not apply")
         from hvdsparse.torch import dear
-        pre, post = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
-                     if op == Average else (1.0, 1.0))
         return dear.make(optimizer, pipeline_options.pop("model", None), named_parameters,
-                         compression, backward_passes_per_step, op, pre, post, process_set,
-                         **pipeline_options)
+                         compression, backward_passes_per_step, op, prescale, postscale,
+                         process_set, **pipeline_options)
     if pipeline_options:
         raise TypeError("DistributedOptimizer() got unexpected keyword arguments %s (they are "
                         "options of pipeline='dear')" % ", ".join(sorted(pipeline_options)))

@@ -18,12 +18,12 @@ import torch
 
 from hvdsparse.common import _lib
 from hvdsparse.common import sparse as csparse
+from hvdsparse.common.basics import require_init
 from hvdsparse.common.exceptions import HorovodInternalError
-from hvdsparse.common.ops import Average, Sum
+from hvdsparse.common.ops import Average, check_sparse_op
 from hvdsparse.common.process_sets import global_process_set
-from hvdsparse.torch.handles import (_TO_C, _ZERO, _alloc_store, _enqueue, _new_alloc,
-                                     _options, _poll_one, _register, _require_init,
-                                     _synchronize_one)
+from hvdsparse.torch.handles import (_TO_C, _alloc_store, _enqueue_allocating, _options,
+                                     _poll_one, _register, _synchronize_one)
 
 _INDEX_DTYPES = {torch.int32: _lib.INT32, torch.int64: _lib.INT64}
 _TORCH_INDEX = {_lib.INT32: torch.int32, _lib.INT64: torch.int64}
@@ -117,7 +117,7 @@ def _take(ptr, count, dtype, store):
     if t is not None:
         return t.reshape(-1)[:count]
     out = torch.empty(count, dtype=dtype)
-    if ptr != ctypes.addressof(_ZERO):
+    if ptr != _lib.EMPTY:
         ctypes.memmove(out.data_ptr(), ptr, count * out.element_size())
     return out
 
@@ -177,11 +177,10 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     prescale_factor and postscale_factor multiply the result.
 
     Horovod's positional form sparse_allreduce_async(tensor, name, op) works unchanged."""
-    if op not in (Sum, Average):
-        raise NotImplementedError("sparse allreduce supports Sum and Average only")
+    check_sparse_op(op)
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
-    _require_init()
+    require_init()
     _check_sparse(tensor)
     lay = _Layout(tensor, index_dtype)
     indices, hint = _flat_indices(tensor, lay)
@@ -191,13 +190,8 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
                         _TO_C[tensor.dtype], indices.numel(), lay.c_shape)
     opts = _options("sparse_allreduce", name, process_set, op, prescale_factor,
                     postscale_factor, sparse_algorithm=algorithm)
-    key = _new_alloc(opts)
-    try:
-        h = _enqueue(csparse.enqueue_fn(), ctypes.byref(st), None, ctypes.byref(opts),
-                     what="sparse_allreduce")
-    except BaseException:
-        _alloc_store.pop(key, None)
-        raise
+    h, key = _enqueue_allocating(opts, csparse.enqueue_fn(), ctypes.byref(st), None,
+                                 ctypes.byref(opts))
     sh = SparseHandle(h, hint)
 
     def finish(hh):

@@ -17,31 +17,15 @@ import ctypes
 
 import torch
 
-from hvdsparse.common import _lib
+from hvdsparse.common import _lib, handles
 from hvdsparse.common import sparse as csparse
-from hvdsparse.common.topk import TopKCompressorBase
-from hvdsparse.torch.handles import (_TO_C, _enqueue, _options, _register, _require_init,
-                                     _view)
+from hvdsparse.common.basics import require_init
+from hvdsparse.common.topk import TopKCompressorBase, quant_bits_supported  # noqa: F401
+from hvdsparse.torch.handles import _TO_C, _options, _register, _view
 
 STATE_KEY = "hvdsparse"
 RESIDUAL_KEY = "topk_residual"
 NATIVE_DTYPES = (torch.float32, torch.float64)  # what hvds_topk_feedback selects from
-
-
-def quant_bits_supported():
-    """True when the C API's options carry sparse_quant_bits (hvds_op_options_t)."""
-    return any(name == "sparse_quant_bits" for name, _ in _lib.OpOptions._fields_)
-
-
-def check_quantize_bits(bits):
-    """bits (0, 2, 4 or 8), or the error saying why it cannot be used."""
-    if bits not in (0, 2, 4, 8):
-        raise ValueError("quantize_bits must be 0, 2, 4 or 8, not %r" % (bits,))
-    if bits and not quant_bits_supported():
-        raise NotImplementedError(
-            "quantize_bits=%d needs hvds_op_options_t.sparse_quant_bits in the C API, which "
-            "this build of libhvdsparse does not have yet (docs/compression.md)" % bits)
-    return bits
 
 
 class TopKCompressor(TopKCompressorBase):
@@ -140,16 +124,12 @@ class TopKCompressor(TopKCompressorBase):
         return dense.reshape(ctx)
 
 
-def is_topk(compression):
-    return isinstance(compression, TopKCompressorBase)
-
-
 def allreduce_into_async(values, indices, out, name, op, prescale, postscale, process_set,
                          algorithm=None, quant_bits=0):
     """Starts the sparse allreduce of (values, flat indices) over out's elements with the
     result written densely into out (contiguous, CPU); returns a handle for
     mpi_ops.synchronize(), which returns out."""
-    _require_init()
+    require_init()
     if out.device.type != "cpu":
         raise NotImplementedError("hvdsparse: Compression.topk on a gradient on %s: the sparse "
                                   "allreduce takes CPU tensors until the GPU path exists "
@@ -169,8 +149,8 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
         opts.sparse_quant_bits = quant_bits
     flat = out.view(-1)
     dense = _view(flat)
-    h = _enqueue(csparse.enqueue_fn(), ctypes.byref(st), ctypes.byref(dense), ctypes.byref(opts),
-                 what="sparse_allreduce")
+    h = handles.enqueue(csparse.enqueue_fn(), ctypes.byref(st), ctypes.byref(dense),
+                        ctypes.byref(opts))
     _register(h, (idx, vals, st, opts, dense, flat), lambda _h: out)
     return h
 

@@ -1,8 +1,9 @@
 """broadcast_variables, broadcast_object, broadcast_object_fn, allgather_object."""
-import cloudpickle
-import numpy as np
 import tensorflow as tf
 
+from hvdsparse.common import objects
+from hvdsparse.common.basics import require_init
+from hvdsparse.common.process_sets import root_index, set_id
 from hvdsparse.tensorflow import mpi_ops
 from hvdsparse.tensorflow.mpi_ops import global_process_set
 
@@ -25,9 +26,9 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
 
 
 def _broadcast_values(tensors, root_rank, process_set):
-    mpi_ops._require_init()
-    ps_id = mpi_ops._set_id(process_set)
-    root = mpi_ops._root_index(root_rank, process_set)
+    require_init()
+    ps_id = set_id(process_set)
+    root = root_index(root_rank, process_set)
     names = [mpi_ops._name("broadcast", None, ps_id) for _ in tensors]
     tensors = [mpi_ops._prepare(t) for t in tensors]
 
@@ -40,28 +41,12 @@ def _broadcast_values(tensors, root_rank, process_set):
     return outs
 
 
-def _bytes_tensor(obj):
-    return tf.constant(np.frombuffer(cloudpickle.dumps(obj), dtype=np.uint8))
-
-
 def broadcast_object(obj, root_rank=0, session=None, name=None,
                      process_set=global_process_set):
     """Sends a picklable object (cloudpickle) from root_rank to every rank of the set.
     Eager only (as Horovod's TF2 path)."""
-    if not mpi_ops._executing_eagerly():
-        raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
-    name = name or type(obj).__name__
-    if mpi_ops.rank() == root_rank:
-        data = _bytes_tensor(obj)
-        sz = tf.constant([int(data.shape[0])], dtype=tf.int64)
-        mpi_ops.broadcast(sz, root_rank, name + ".sz", process_set=process_set)
-        mpi_ops.broadcast(data, root_rank, name + ".t", process_set=process_set)
-        return obj
-    sz = mpi_ops.broadcast(tf.constant([0], dtype=tf.int64), root_rank, name + ".sz",
-                           process_set=process_set)
-    data = mpi_ops.broadcast(tf.zeros([int(sz.numpy()[0])], dtype=tf.uint8), root_rank,
-                             name + ".t", process_set=process_set)
-    return cloudpickle.loads(data.numpy().tobytes())
+    _require_eager("broadcast_object")
+    return objects.broadcast_object(obj, root_rank, name, process_set, _broadcast_array)
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
@@ -71,15 +56,19 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
     """Gathers a picklable object from every rank of the set; a list in rank order."""
+    _require_eager("allgather_object")
+    return objects.allgather_object(obj, name, process_set, _allgather_array)
+
+
+def _require_eager(what):
     if not mpi_ops._executing_eagerly():
-        raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
-    name = name or type(obj).__name__
-    data = _bytes_tensor(obj)
-    sizes = mpi_ops.allgather(tf.constant([int(data.shape[0])], dtype=tf.int64),
-                              name=name + ".sz", process_set=process_set).numpy().tolist()
-    gathered = mpi_ops.allgather(data, name=name + ".t", process_set=process_set).numpy()
-    out, offset = [], 0
-    for n in sizes:
-        out.append(cloudpickle.loads(gathered[offset:offset + n].tobytes()))
-        offset += n
-    return out
+        raise RuntimeError("%s runs eagerly; call it outside tf.function" % what)
+
+
+def _broadcast_array(array, root_rank, name, process_set):
+    return mpi_ops.broadcast(tf.constant(array), root_rank, name,
+                             process_set=process_set).numpy()
+
+
+def _allgather_array(array, name, process_set):
+    return mpi_ops.allgather(tf.constant(array), name=name, process_set=process_set).numpy()

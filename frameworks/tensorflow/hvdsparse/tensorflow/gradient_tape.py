@@ -3,6 +3,10 @@ helper shared with the Keras DistributedOptimizer."""
 import tensorflow as tf
 
 from hvdsparse.common import _lib
+from hvdsparse.common.basics import require_init
+from hvdsparse.common.ops import check_sparse_op, predivide_scales
+from hvdsparse.common.process_sets import set_id
+from hvdsparse.common.topk import check_quantize_bits, is_topk
 from hvdsparse.tensorflow import mpi_ops, topk
 from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
@@ -11,12 +15,10 @@ from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
 def _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm=None,
                    quantize_bits=0):
     mpi_ops.check_op(op)
-    if quantize_bits not in (0, 2, 4, 8):
-        raise ValueError("quantize_bits must be 0, 2, 4 or 8, not %r" % (quantize_bits,))
+    check_quantize_bits(quantize_bits)
     if sparse_algorithm is not None:
         _lib.check_sparse_algorithm(sparse_algorithm)
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    predivide_scales(op, gradient_predivide_factor)  # raises for a factor with op != Average
     if num_groups != 0 and groups is not None:
         raise ValueError("Only one of num_groups and groups can be set")
     if groups is not None:
@@ -68,7 +70,7 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     dense gradients go through top-k with error feedback and the sparse allreduce (topk.py), whose
     gather after the full-precision reduce quantize_bits=2/4/8 quantizes (docs/compression.md)."""
     grads = list(grads)
-    if topk.is_topk(compression):
+    if is_topk(compression):
         return topk.allreduce_gradients(compression, grads, sources, allreduce_gradients, op,
                                         gradient_predivide_factor, process_set, sparse_algorithm,
                                         quantize_bits, sparse_as_dense=sparse_as_dense,
@@ -78,10 +80,7 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
                 else g for g in grads]
     compression = compression or Compression.none
-    if op == Average:
-        prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
-    else:
-        prescale, postscale = 1.0, 1.0
+    prescale, postscale = predivide_scales(op, gradient_predivide_factor)
     out = [None] * len(grads)
     dense, sparse = [], []
     for i, g in enumerate(grads):
@@ -98,7 +97,7 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
                 continue
         dense.append(i)
     if sparse:
-        mpi_ops._check_sparse_op(op)
+        check_sparse_op(op)
         reduced = mpi_ops._sparse_allreduce_many([grads[i] for i in sparse], [None] * len(sparse),
                                                  op, 1.0, 1.0, process_set, sparse_algorithm)
         for i, r in zip(sparse, reduced):
@@ -122,8 +121,8 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
 
 def _reduce_units(tensors, units, op, prescale, postscale, process_set, sparse_detect=None,
                   sparse_algorithm=None):
-    mpi_ops._require_init()
-    ps_id = mpi_ops._set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     names = [mpi_ops._name("grouped_allreduce" if len(u) > 1 else "allreduce", None, ps_id)
              for u in units]
 

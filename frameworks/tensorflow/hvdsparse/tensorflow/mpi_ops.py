@@ -24,32 +24,34 @@ compiled ops raise FailedPreconditionError there; that needs a compiled op libra
 import numpy as np
 import tensorflow as tf
 
-from hvdsparse.common import _lib, basics, util
+from hvdsparse.common import _lib, basics, handles, util
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,
                                      mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled,
                                      gloo_built, nccl_built, ddl_built, ccl_built, cuda_built,
-                                     rocm_built)
-from hvdsparse.common.exceptions import HorovodInternalError
-from hvdsparse.common.ops import Average, Sum, Adasum, Min, Max, Product, check_op  # noqa: F401
+                                     rocm_built, require_init)
+from hvdsparse.common.gradients import reducescatter_grad
+from hvdsparse.common.ops import (Average, Sum, Adasum, Min, Max, Product,  # noqa: F401
+                                  check_op, check_sparse_op, resolve_op)
 from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # noqa: F401
-                                           add_process_set, remove_process_set)
+                                           add_process_set, remove_process_set, root_index,
+                                           set_id)
+from hvdsparse.common.splits import check_splits
 
 
 from hvdsparse.tensorflow.runtime_calls import (  # noqa: F401
     HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,
-    HorovodUnknownError, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _ZERO, _c_dtype, _check_dtype,
-    _complete, _enqueue, _executing_eagerly, _host, _name, _opts, _prepare, _require_init,
-    _resolve_op, _run, _runtime_output, _set_id, _start_allgather, _start_allreduce,
-    _start_alltoall, _start_broadcast, _start_reducescatter, _start_sparse_allreduce,
-    _status_error, _to_tf, _view, _wait)
+    HorovodUnknownError, TFErrorClasses, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _c_dtype,
+    _check_dtype, _complete, _enqueue, _executing_eagerly, _host, _name, _opts, _prepare, _run,
+    _runtime_output, _start_allgather, _start_allreduce, _start_alltoall, _start_broadcast,
+    _start_reducescatter, _start_sparse_allreduce, _to_tf, _view)
 
 
 # ---- allreduce -------------------------------------------------------------------------------
 def _raw_allreduce(tensors, name, op, prescale, postscale, process_set, kind="allreduce"):
-    _require_init()
-    ps_id = _set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     full = _name(kind, name, ps_id)
 
     def body(arrays):
@@ -76,16 +78,6 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return fn(tensor)
 
 
-def _check_sparse_op(op):
-    if op == Adasum:
-        raise NotImplementedError("The Adasum reduction does not currently support sparse "
-                                  "tensors. As a workaround please pass sparse_as_dense=True "
-                                  "to DistributedOptimizer")
-    if op not in (Average, Sum):
-        raise NotImplementedError("Only Sum and Average ops are supported with "
-                                  "tf.IndexedSlices")
-
-
 def _allgather_slices(slices, name, op, scale, process_set):
     """Horovod's path, for tf.IndexedSlices without a dense_shape: allgather values and
     indices (duplicates stay; Average divides by the set size)."""
@@ -105,10 +97,10 @@ def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, 
     waited for together (one py_function in a graph). Returns tf.IndexedSlices with sorted
     unique indices of each input's dtype (every row when the result came out dense).
     quant_bits: the sparse allreduce's quantization width (docs/compression.md)."""
-    _require_init()
+    require_init()
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
-    ps_id = _set_id(process_set)
+    ps_id = set_id(process_set)
     fulls = [_name("sparse_allreduce", n, ps_id) for n in names]
     inputs, tout = [], []
     for s in slices:
@@ -138,7 +130,7 @@ def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, proce
                       algorithm=None):
     """Sum or Average of tf.IndexedSlices through the runtime's sparse allreduce (rows of
     dense_shape[1:]); pre- and postscale multiply the result's values."""
-    _check_sparse_op(op)
+    check_sparse_op(op)
     if slices.dense_shape is None:
         scale = float(prescale_factor) * float(postscale_factor)
         return _allgather_slices(slices, name, op, scale, process_set)
@@ -159,7 +151,7 @@ def allreduce(tensor, average=None, device_dense='', device_sparse='', compressi
     are allgathered as Horovod does. compression: Compression.none/fp16/bf16 (dense tensors
     only)."""
     from hvdsparse.tensorflow.compression import Compression
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, name, op, prescale_factor, postscale_factor,
                                  process_set, sparse_algorithm)
@@ -189,7 +181,7 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
     """Allreduce of a list of tensors negotiated as one group. tf.IndexedSlices in the list go
     through the sparse allreduce separately."""
     from hvdsparse.tensorflow.compression import Compression
-    op = _resolve_op(average, op)
+    op = resolve_op(average, op)
     tensors = list(tensors)
     if not tensors:
         return []
@@ -211,8 +203,8 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
 
 # ---- allgather -------------------------------------------------------------------------------
 def _raw_allgather(tensor, name, process_set):
-    _require_init()
-    ps_id = _set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     full = _name("allgather", name, ps_id)
 
     def body(arrays):
@@ -254,20 +246,11 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
 
 
 # ---- broadcast -------------------------------------------------------------------------------
-def _root_index(root_rank, process_set):
-    """Horovod's root_rank is a global rank; the C API wants the rank within the set."""
-    if process_set.process_set_id == 0:
-        return int(root_rank)
-    if root_rank not in process_set.ranks:
-        raise ValueError("root_rank %d is not a member of %s" % (root_rank, process_set))
-    return process_set.ranks.index(root_rank)
-
-
 def _raw_broadcast(tensor, root_rank, name, process_set):
-    _require_init()
-    ps_id = _set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     full = _name("broadcast", name, ps_id)
-    root = _root_index(root_rank, process_set)
+    root = root_index(root_rank, process_set)
 
     def body(arrays):
         return [_complete([_start_broadcast(arrays[0], full, ps_id, root)])[0]]
@@ -306,30 +289,9 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
 
 
 # ---- alltoall --------------------------------------------------------------------------------
-def _splits_list(splits, tensor_dim0, n):
-    if splits is None:
-        if tensor_dim0 is not None and tensor_dim0 % n != 0:
-            raise HorovodInvalidArgumentError(
-                "tensor(s) must have first dimension divisible by the number of ranks %d "
-                "(got %d): pass splits" % (n, tensor_dim0))
-        return None
-    s = [int(x) for x in np.asarray(splits.numpy() if hasattr(splits, "numpy") else splits)
-         .reshape(-1)]
-    if len(s) != n:
-        raise HorovodInvalidArgumentError("splits has %d entries but the process set has %d "
-                                          "ranks" % (len(s), n))
-    if any(x < 0 for x in s):
-        raise HorovodInvalidArgumentError("splits must be non-negative: %s" % s)
-    if tensor_dim0 is not None and sum(s) != tensor_dim0:
-        raise HorovodInvalidArgumentError(
-            "Sum of splits entries %d does not match the first dimension %d of the tensor"
-            % (sum(s), tensor_dim0))
-    return s
-
-
 def _raw_alltoall(tensor, splits, name, process_set):
-    _require_init()
-    ps_id = _set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     full = _name("alltoall", name, ps_id)
     n = process_set.size()
     if tensor.shape.rank == 0:
@@ -337,7 +299,8 @@ def _raw_alltoall(tensor, splits, name, process_set):
     inputs = [tensor] if splits is None else [tensor, tf.cast(splits, tf.int32)]
 
     def body(arrays):
-        s = _splits_list(arrays[1] if len(arrays) > 1 else None, arrays[0].shape[0], n)
+        s = None if len(arrays) == 1 else np.asarray(arrays[1]).reshape(-1)
+        s = check_splits(s, arrays[0].shape[0], n, HorovodInvalidArgumentError)
         out, received = _complete([_start_alltoall(arrays[0], s, full, ps_id)])[0]
         return [out, received]
     out, received = _run(body, inputs, [tensor.dtype, tf.int32])
@@ -370,8 +333,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
 
 # ---- reducescatter ---------------------------------------------------------------------------
 def _raw_reducescatter(tensors, name, op, prescale, postscale, process_set, kind):
-    _require_init()
-    ps_id = _set_id(process_set)
+    require_init()
+    ps_id = set_id(process_set)
     full = _name(kind, name, ps_id)
     for t in tensors:
         if t.shape.rank == 0:
@@ -388,14 +351,9 @@ def _raw_reducescatter(tensors, name, op, prescale, postscale, process_set, kind
 
 
 def _reducescatter_grad(dy, op, prescale, postscale, process_set):
-    g = allgather(dy, process_set=process_set)
-    scale = prescale * postscale * (process_set.size() if op == Sum else 1)
-    return g * tf.cast(scale, g.dtype) if scale != 1 else g
-
-
-def _check_rs_op(op):
-    op = check_op(op)
-    return op
+    return reducescatter_grad(dy, op, prescale, postscale, process_set,
+                              lambda g, ps: allgather(g, process_set=ps),
+                              lambda g, factor: g * tf.cast(factor, g.dtype))
 
 
 def reducescatter(tensor, device_dense='', compression=None, op=Average, name=None,
@@ -405,7 +363,7 @@ def reducescatter(tensor, device_dense='', compression=None, op=Average, name=No
     one extra row)."""
     from hvdsparse.tensorflow.compression import Compression
     compression = compression or Compression.none
-    op = _check_rs_op(op)
+    op = check_op(op)
     compressed, ctx = compression.compress(_prepare(tensor))
 
     @tf.custom_gradient
@@ -424,7 +382,7 @@ def grouped_reducescatter(tensors, device_dense='', compression=None, op=Average
                           prescale_factor=1.0, postscale_factor=1.0):
     from hvdsparse.tensorflow.compression import Compression
     compression = compression or Compression.none
-    op = _check_rs_op(op)
+    op = check_op(op)
     comp = [compression.compress(_prepare(t)) for t in tensors]
     if not comp:
         return []
@@ -444,14 +402,7 @@ def grouped_reducescatter(tensors, device_dense='', compression=None, op=Average
 
 # ---- join, barrier, graph-side queries -------------------------------------------------------
 def _join_eager():
-    _require_init()
-    h = _enqueue(_lib.lib().hvds_join_async)
-    lib = _lib.lib()
-    try:
-        _wait(h)
-        return np.int32(lib.hvds_handle_join_rank(h))
-    finally:
-        lib.hvds_release(h)
+    return np.int32(handles.join(TFErrorClasses))
 
 
 def join():
@@ -465,19 +416,13 @@ def join():
 
 
 def _barrier_eager(ps_id):
-    _require_init()
-    h = _enqueue(_lib.lib().hvds_barrier_async, ps_id)
-    lib = _lib.lib()
-    try:
-        _wait(h)
-    finally:
-        lib.hvds_release(h)
+    handles.barrier(ps_id, TFErrorClasses)
     return np.int32(0)
 
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set reached the barrier."""
-    ps_id = _set_id(process_set)
+    ps_id = set_id(process_set)
     if _executing_eagerly():
         _barrier_eager(ps_id)
         return None

@@ -2,14 +2,16 @@
 the runtime's C calls (eager; also the body of every py_function), operation names, and the
 eager / graph switch. See mpi_ops.py for how the pieces are used."""
 import ctypes
+import functools
 
 import numpy as np
 import tensorflow as tf
 
-from hvdsparse.common import _lib, basics, util
+from hvdsparse.common import _lib, handles, util
 from hvdsparse.common import sparse as csparse
+from hvdsparse.common.errors import ErrorClasses
 from hvdsparse.common.exceptions import HorovodInternalError
-from hvdsparse.common.ops import Average, Sum, check_op  # noqa: F401
+from hvdsparse.common.ops import Sum
 
 # ---- errors ----------------------------------------------------------------------------------
 class HorovodPreconditionError(tf.errors.FailedPreconditionError, HorovodInternalError):
@@ -38,15 +40,15 @@ class HorovodInvalidArgumentError(tf.errors.InvalidArgumentError, ValueError):
         tf.errors.InvalidArgumentError.__init__(self, None, None, message)
 
 
-def _status_error(rc, msg):
-    msg = msg or _lib.result_str(rc)
-    if rc == _lib.PRECONDITION_ERROR:
-        return HorovodPreconditionError(msg)
-    if rc == _lib.INVALID_ARGUMENT:
-        return HorovodInvalidArgumentError(msg)
-    if rc in (_lib.SHUT_DOWN, _lib.REMOTE_ERROR):
-        return HorovodAbortedError(msg)
-    return HorovodUnknownError(msg)
+class TFErrorClasses(ErrorClasses):
+    """Horovod's errors as TensorFlow error types (each a subclass of what it replaces)."""
+    invalid_argument = HorovodInvalidArgumentError
+    precondition = HorovodPreconditionError
+    aborted = HorovodAbortedError
+    unknown = HorovodUnknownError
+
+
+_enqueue = functools.partial(handles.enqueue, classes=TFErrorClasses)
 
 
 # ---- dtypes ----------------------------------------------------------------------------------
@@ -68,18 +70,6 @@ def _executing_eagerly():
     return tf.executing_eagerly()
 
 
-def _require_init():
-    if not _lib.lib().hvds_is_initialized():
-        raise ValueError(basics.NOT_INITIALIZED)
-
-
-def _set_id(process_set):
-    if process_set.process_set_id is None:
-        raise ValueError("Process set has not been registered: call hvd.add_process_set() "
-                         "first.")
-    return process_set.process_set_id
-
-
 # ---- host buffers and runtime calls (eager; also the body of every py_function) ---------------
 def _host(x):
     """A C-contiguous numpy array with the tensor's values (a copy or a read-only view)."""
@@ -95,49 +85,12 @@ def _c_dtype(a):
 
 
 def _view(a):
-    v = _lib.Tensor()
-    v.data = a.ctypes.data if a.size else ctypes.addressof(_ZERO)
-    v.dtype = _c_dtype(a)
-    v.device = -1
-    v.ndim = a.ndim
-    for i, d in enumerate(a.shape):
-        v.shape[i] = d
-    return v
-
-
-_ZERO = ctypes.create_string_buffer(8)
-
-
-def _enqueue(fn, *args):
-    h = ctypes.c_int64(0)
-    rc = fn(*args, ctypes.byref(h))
-    if rc != _lib.SUCCESS:
-        msg = _lib.last_error() or _lib.result_str(rc)
-        if rc == _lib.INVALID_USAGE and "not been initialized" in msg:
-            raise ValueError(basics.NOT_INITIALIZED)
-        if rc in (_lib.INVALID_ARGUMENT, _lib.INVALID_USAGE):
-            raise HorovodInvalidArgumentError(msg)
-        if rc == _lib.NOT_SUPPORTED:
-            raise NotImplementedError(msg)
-        raise _status_error(rc, msg)
-    return h.value
-
-
-def _wait(handle):
-    """Waits in slices (Ctrl-C stays live); raises on failure. Does not release the handle."""
-    lib = _lib.lib()
-    while True:
-        rc = lib.hvds_wait(handle, 1000)
-        if rc != _lib.TIMEOUT:
-            break
-    if rc != _lib.SUCCESS:
-        raise _status_error(rc, _lib.handle_error(handle))
+    return _lib.tensor_view(a.ctypes.data if a.size else None, _c_dtype(a), a.shape)
 
 
 def _runtime_output(handle, i):
     """Copy of output i (runtime-owned memory) as a numpy array."""
-    t = _lib.Tensor()
-    basics.check(_lib.lib().hvds_handle_output(handle, i, ctypes.byref(t)), "output")
+    t = handles.output(handle, i)
     out = np.empty([t.shape[d] for d in range(t.ndim)], dtype=_NP_FROM_C[t.dtype])
     if out.nbytes and t.data:
         ctypes.memmove(out.ctypes.data, t.data, out.nbytes)
@@ -154,20 +107,15 @@ class _Op:
 
 def _complete(ops):
     """Waits for every op (even after a failure, so nothing stays in flight); returns results."""
-    lib = _lib.lib()
-    results, error = [], None
-    for o in ops:
-        try:
-            _wait(o.handle)
-            results.append(o.finish(o.handle))
-        except Exception as e:  # noqa: BLE001
-            error = error or e
-            results.append(None)
-        finally:
-            lib.hvds_release(o.handle)
-    if error is not None:
-        raise error
-    return results
+    return handles.finish_all(ops, _finish)
+
+
+def _finish(op):
+    try:
+        handles.wait_or_raise(op.handle, TFErrorClasses)
+        return op.finish(op.handle)
+    finally:
+        _lib.lib().hvds_release(op.handle)
 
 
 def _opts(full_name, ps_id, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
@@ -270,19 +218,13 @@ def _start_alltoall(array, splits, full_name, ps_id):
     opts = _opts(full_name, ps_id)
     keep = [a, opts]
     if splits is not None:
-        arr = (ctypes.c_int32 * max(1, len(splits)))(*splits)
-        opts.splits = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
-        opts.nsplits = len(splits)
-        keep.append(arr)
+        keep.append(_lib.set_splits(opts, splits))
     v = _view(a)
     keep.append(v)
     h = _enqueue(_lib.lib().hvds_alltoall_async, ctypes.byref(v), ctypes.byref(opts))
 
     def finish(hh):
-        out = _runtime_output(hh, 0)
-        ptr = ctypes.POINTER(ctypes.c_int32)()
-        n = _lib.lib().hvds_handle_splits(hh, ctypes.byref(ptr))
-        return out, np.array([ptr[i] for i in range(max(n, 0))], dtype=np.int32)
+        return _runtime_output(hh, 0), np.array(handles.received_splits(hh), dtype=np.int32)
     return _Op(h, keep, finish)
 
 
@@ -348,13 +290,3 @@ def _prepare(tensor):
     if t.shape.rank is not None and t.shape.rank > _lib.MAX_DIMS:
         raise ValueError("Tensors of more than %d dimensions are not supported." % _lib.MAX_DIMS)
     return t
-
-
-def _resolve_op(average, op):
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        op = Average if average else Sum
-    if op is None:
-        op = Average
-    return check_op(op)

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvdsparse.common import _lib
-from hvdsparse.common.ops import Average, Sum
+from hvdsparse.common.ops import Average, Sum, predivide_scales
 from hvdsparse.common.topk import TopKCompressorBase
 from hvdsparse.tensorflow import mpi_ops
 
@@ -162,10 +162,6 @@ def _top(mag, k):
     return tf.cast(tf.math.top_k(mag, k, sorted=False).indices, tf.int64)
 
 
-def is_topk(compression):
-    return isinstance(compression, TopKCompressorBase)
-
-
 def allreduce_gradients(compressor, grads, sources, reduce_rest, op, gradient_predivide_factor,
                         process_set, sparse_algorithm, quantize_bits=0, **rest):
     """Top-k with error feedback for the dense gradients of at least min_numel elements (and a
@@ -193,8 +189,7 @@ def allreduce_gradients(compressor, grads, sources, reduce_rest, op, gradient_pr
     if process_set.size() == 1 and gradient_predivide_factor == 1.0:
         reduced = slices  # nothing to exchange; Average and Sum agree
     else:
-        pre, post = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
-                     if op == Average else (1.0, 1.0))
+        pre, post = predivide_scales(op, gradient_predivide_factor)
         reduced = mpi_ops._sparse_allreduce_many(slices, [None] * len(slices), op, pre, post,
                                                  process_set, sparse_algorithm, quantize_bits)
     for i, r in zip(chosen, reduced):

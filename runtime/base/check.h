@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "include/hvdsparse.h"
+#include "hvdsparse.h"
 #include "log.h"
 
 /* Returns the failure to the caller. */
