@@ -111,8 +111,13 @@ def launch_everywhere(venv, work, label):
         rc, out = run(base + [python, "-m", "hvdsparse.alias", horovod_script], work, env, 180,
                       label + " mpirun alias")
         expect(label + " mpirun alias", rc, out, "HOROVOD OK", count=2)
-    rc, out = run([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                   "2", worker], work, env, 240, label + " torchrun")
+    # torchrun --standalone picks MASTER_PORT and our store the next one, which another process
+    # may hold by chance: then the job says so, and a second try gets fresh ports.
+    for _ in range(2):
+        rc, out = run([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                       "2", worker], work, env, 240, label + " torchrun")
+        if rc == 0 or "Address already in use" not in out:
+            break
     expect(label + " torchrun", rc, out, "WORKER OK", count=2)
 
 
