@@ -1,14 +1,20 @@
 /* `hvdsparse check-build`: what this build can do, in horovodrun --check-build's format.
- * A framework counts when its hvdsparse binding imports with python3 in the environment workers
- * get; the tensor operations and components are the ones this build runs. */
+ * A framework counts when its hvdsparse binding imports, in the environment workers get, with
+ * the Python of worker_python(); a missing one names that Python and why. The tensor operations and components are the ones this build
+ * runs. */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "hvdsparse.h"
 #include "launcher.h"
 #include "run_args.h"
@@ -45,15 +51,75 @@
  * but check-build must answer, not hang. */
 #define IMPORT_SECONDS 60
 
-/* 1 when `python3 -c 'import <module>'` succeeds in a worker's environment (output discarded),
- * 0 when it fails, -1 when it did not finish within IMPORT_SECONDS (then it is killed). */
-static int python_imports(const char* module) {
+/* The Python workers most likely run: HVDSPARSE_PYTHON (a pip install's command sets it to its
+ * own), python3 next to this launcher (a virtual environment's bin/, activated or not), else the
+ * first python3 on PATH, as a full path when found. */
+static void worker_python(char* out, size_t len) {
+  const char* given = hvds__launcher_getenv("HVDSPARSE_PYTHON");
+  if (given != NULL && given[0] != '\0') {
+    snprintf(out, len, "%s", given);
+    return;
+  }
+  char dir[PATH_MAX];
+  hvds__launcher_exe_dir(dir, sizeof(dir));
+  snprintf(out, len, "%.4000s/python3", dir);
+  if (dir[0] != '\0' && access(out, X_OK) == 0) return;
+  const char* path = hvds__launcher_getenv("PATH");
+  for (const char* p = path ? path : ""; *p; p += *p == ':') {
+    size_t n = strcspn(p, ":");
+    snprintf(out, len, "%.*s/python3", (int)n, p);
+    if (n > 0 && access(out, X_OK) == 0) return;
+    p += n;
+  }
+  snprintf(out, len, "python3");
+}
+
+typedef struct {
+  int status;      /* 1 imported, 0 failed, -1 did not finish within IMPORT_SECONDS */
+  char why[256];   /* the last line the failed import wrote to stderr */
+} import_t;
+
+/* The last non-empty line of a stream read in pieces. */
+typedef struct {
+  char cur[256], last[256];
+  size_t n;
+} last_line_t;
+
+static void last_line_feed(last_line_t* l, const char* p, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] != '\n') {
+      if (l->n + 1 < sizeof(l->cur)) l->cur[l->n++] = p[i];
+      continue;
+    }
+    if (l->n == 0) continue;
+    l->cur[l->n] = '\0';
+    memcpy(l->last, l->cur, l->n + 1);
+    l->n = 0;
+  }
+}
+
+/* Reads what the non-blocking fd has now into l. */
+static void drain(int fd, last_line_t* l) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) last_line_feed(l, buf, (size_t)n);
+}
+
+/* `python -c 'import <module>'` in a worker's environment; stdout discarded, stderr's last line
+ * kept as the reason. Killed after IMPORT_SECONDS. */
+static import_t python_imports(const char* python, const char* module) {
+  import_t r = {0, ""};
   hvds_run_args_t args = {0};
   hvds_env_list_t env = {0};
   hvds__python_env(&args, &env);
   char code[128];
   snprintf(code, sizeof(code), "import %s", module);
-  char* argv[] = {"python3", "-c", code, NULL};
+  char* argv[] = {(char*)python, "-c", code, NULL};
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    hvds__env_list_free(&env);
+    return r;
+  }
   // fork and exec rather than posix_spawn: launcher/spawn.h shadows <spawn.h> on this path.
   pid_t pid = fork();
   if (pid == 0) {
@@ -63,45 +129,61 @@ static int python_imports(const char* module) {
     if (devnull >= 0) {
       dup2(devnull, STDIN_FILENO);
       dup2(devnull, STDOUT_FILENO);
-      dup2(devnull, STDERR_FILENO);
     }
+    dup2(err_pipe[1], STDERR_FILENO);
     execvp(argv[0], argv);
+    fprintf(stderr, "cannot execute %s: %s\n", python, strerror(errno));
     _exit(127);
   }
+  close(err_pipe[1]);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
   hvds__env_list_free(&env);
-  if (pid < 0) return 0;
+  last_line_t err = {"", "", 0};
   int status = 0;
   struct timespec tick = {0, 20 * 1000000L};
-  for (int waited_ms = 0;; waited_ms += 20) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (r < 0) return 0;
+  for (int waited_ms = 0; pid > 0; waited_ms += 20) {
+    drain(err_pipe[0], &err);
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      drain(err_pipe[0], &err);
+      last_line_feed(&err, "\n", 1);
+      r.status = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      break;
+    }
+    if (w < 0) break;
     if (waited_ms >= IMPORT_SECONDS * 1000) {
       kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0) {
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
-      return -1;
+      r.status = -1;
+      break;
     }
     nanosleep(&tick, NULL);
   }
+  close(err_pipe[0]);
+  snprintf(r.why, sizeof(r.why), "%s", err.last);
+  return r;
 }
 
 static const char* mark(int yes) { return yes > 0 ? "[X]" : "[ ]"; }
 
-/* One framework's line; an import that did not finish says so. */
-static void framework_line(const char* name, int yes) {
-  printf("    %s %s", mark(yes), name);
-  if (yes < 0) printf(" (import did not finish within %d s)", IMPORT_SECONDS);
+/* One framework's line; a failed import says which Python tried and why. */
+static void framework_line(const char* name, const char* python, const import_t* r) {
+  printf("    %s %s", mark(r->status), name);
+  if (r->status < 0) printf(" (%s: import did not finish within %d s)", python, IMPORT_SECONDS);
+  if (r->status == 0) printf(" (%s: %s)", python, r->why[0] ? r->why : "import failed");
   printf("\n");
 }
 
 int hvds__launcher_check_build(void) {
-  int tf = python_imports("hvdsparse.tensorflow");
-  int torch = python_imports("hvdsparse.torch");
+  char python[PATH_MAX];
+  worker_python(python, sizeof(python));
+  import_t tf = python_imports(python, "hvdsparse.tensorflow");
+  import_t torch = python_imports(python, "hvdsparse.torch");
   printf("hvdsparse v%s:\n\n", HVDS_VERSION_STRING);
   printf("Available Frameworks:\n");
-  framework_line("TensorFlow", tf);
-  framework_line("PyTorch", torch);
+  framework_line("TensorFlow", python, &tf);
+  framework_line("PyTorch", python, &torch);
   printf("    [ ] MXNet\n\n");
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
   /* NCCL counts as a tensor operation once the runtime runs device tensors through it; until

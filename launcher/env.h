@@ -4,6 +4,8 @@
 #ifndef HVDS_LAUNCHER_ENV_H_
 #define HVDS_LAUNCHER_ENV_H_
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -13,6 +15,8 @@ extern "C" {
 const char* hvds__launcher_getenv(const char* name);
 /* The launcher's environment as a NULL-terminated "NAME=value" array (not a copy). */
 char** hvds__launcher_environ(void);
+/* The directory of the launcher's executable, or "" when /proc/self/exe cannot be read. */
+void hvds__launcher_exe_dir(char* out, size_t len);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -30,6 +31,7 @@ struct hvds_output {
   int out_fd, err_fd;
   stream_t* streams;
   int n, cap;
+  int timestamps; /* prefix every line with the local time */
 };
 
 static void write_all(int fd, const char* p, size_t len) {
@@ -96,10 +98,20 @@ hvds_result_t hvds__output_add(hvds_output_t* o, int rank, int is_err, int fd) {
   return HVDS_SUCCESS;
 }
 
+void hvds__output_set_timestamps(hvds_output_t* o, int on) {
+  if (o != NULL) o->timestamps = on;
+}
+
 /* Forwards one line (without its newline) with the rank prefix, in a single write. */
 static void emit_line(hvds_output_t* o, stream_t* s, const char* line, size_t len) {
-  char prefix[48];
-  int plen = snprintf(prefix, sizeof(prefix), "[%d]<%s>:", s->rank, s->is_err ? "stderr" : "stdout");
+  char prefix[96], when[48] = "";
+  if (o->timestamps) {
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof(when), "%a %b %e %H:%M:%S %Y", localtime_r(&now, &tm));
+  }
+  int plen = snprintf(prefix, sizeof(prefix), "%s[%d]<%s>:", when, s->rank,
+                      s->is_err ? "stderr" : "stdout");
   char* buf = malloc((size_t)plen + len + 1);
   if (buf == NULL) return;
   memcpy(buf, prefix, (size_t)plen);

@@ -18,6 +18,9 @@ typedef struct hvds_output hvds_output_t;
  * np-1, as horovodrun). The launcher's own output goes to out_fd and err_fd. */
 hvds_result_t hvds__output_create(int np, const char* dir, int out_fd, int err_fd,
                                   hvds_output_t** out /* OUT */);
+/* on 1: every forwarded line starts with the local time ("Mon Jan  2 15:04:05 2006"), as
+ * horovodrun's --prefix-output-with-timestamp. Accepts NULL. */
+void hvds__output_set_timestamps(hvds_output_t* o, int on);
 /* Takes ownership of fd, a pipe read end carrying rank's stdout (is_err 0) or stderr (1). */
 hvds_result_t hvds__output_add(hvds_output_t* o, int rank, int is_err, int fd);
 /* Writes pollfd entries for the open pipes into pfds (at most max); returns how many. */

@@ -122,6 +122,7 @@ static int run_job(hvds_job_t* job, hvds_store_server_t* store, double start_tim
       hvds__output_create(job->np, a->output_filename, STDOUT_FILENO, STDERR_FILENO, &output) !=
           HVDS_SUCCESS)
     goto done;
+  hvds__output_set_timestamps(output, a->prefix_timestamp);
   int spawned = 0;
   for (; spawned < job->np; spawned++) {
     hvds_worker_t* w = &workers[spawned];
@@ -142,18 +143,25 @@ done:
   return code;
 }
 
-int hvds__launcher_run(int argc, char** argv) {
+/* `hvdsparse run` and horovodrun (horovod_alias 1). */
+static int launch(int argc, char** argv, int horovod_alias) {
   char err[512] = "";
   hvds_run_args_t args;
   if (hvds__run_args_parse(argc, argv, &args, err, sizeof(err)) != HVDS_SUCCESS) {
     fprintf(stderr, "hvdsparse: %s\n", err);
     return 2;
   }
-  if (args.help || args.version) {
+  args.horovod_alias |= horovod_alias;
+  hvds__run_args_print_warnings(&args, stderr);
+  if (args.help || args.version || args.check_build) {
+    if (args.help && horovod_alias)
+      printf("horovodrun runs `hvdsparse run --horovod-alias`: `import horovod.*` loads "
+             "hvdsparse.\n\n");
     if (args.help) hvds__run_args_usage(stdout);
     if (args.version) printf("hvdsparse %s\n", HVDS_VERSION_STRING);
+    int code = args.check_build && !args.help && !args.version ? hvds__launcher_check_build() : 0;
     hvds__run_args_free(&args);
-    return 0;
+    return code;
   }
   hvds_host_t* hosts = NULL;
   int nhosts = 0, code = 2;
@@ -190,4 +198,14 @@ fail:
   free(hosts);
   hvds__run_args_free(&args);
   return code;
+}
+
+int hvds__launcher_run(int argc, char** argv) { return launch(argc, argv, 0); }
+
+int hvds__launcher_horovodrun(int argc, char** argv) {
+  if (argc == 0) {
+    fprintf(stderr, "usage: horovodrun -np N [flags] command ... (horovodrun --help)\n");
+    return 2;
+  }
+  return launch(argc, argv, 1);
 }

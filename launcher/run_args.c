@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat_flags.h"
+#include "config_file.h"
 #include "log.h"
 
 typedef enum { K_STR, K_INT, K_NUM, K_MB, K_TRUE, K_FALSE, K_LOGLEVEL, K_BIND } knob_kind_t;
@@ -19,20 +21,26 @@ static const struct {
     {"--start-timeout", "START_TIMEOUT", K_NUM},
     {"--log-level", "LOG_LEVEL", K_LOGLEVEL},
     {"--log-without-timestamp", "LOG_HIDE_TIME", K_TRUE},
+    {"--log-with-timestamp", "LOG_HIDE_TIME", K_FALSE},
+    {"--log-hide-timestamp", "LOG_HIDE_TIME", K_TRUE},  // horovodrun's older names
+    {"--no-log-hide-timestamp", "LOG_HIDE_TIME", K_FALSE},
     {"--timeline-filename", "TIMELINE", K_STR},
     {"--timeline-mark-cycles", "TIMELINE_MARK_CYCLES", K_TRUE},
+    {"--no-timeline-mark-cycles", "TIMELINE_MARK_CYCLES", K_FALSE},
     {"--fusion-threshold-mb", "FUSION_THRESHOLD", K_MB},
     {"--cycle-time-ms", "CYCLE_TIME", K_NUM},
     {"--cache-capacity", "CACHE_CAPACITY", K_INT},
     {"--hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_TRUE},
     {"--no-hierarchical-allreduce", "HIERARCHICAL_ALLREDUCE", K_FALSE},
     {"--autotune", "AUTOTUNE", K_TRUE},
+    {"--no-autotune", "AUTOTUNE", K_FALSE},
     {"--autotune-log-file", "AUTOTUNE_LOG", K_STR},
     {"--autotune-warmup-samples", "AUTOTUNE_WARMUP_SAMPLES", K_INT},
     {"--autotune-steps-per-sample", "AUTOTUNE_STEPS_PER_SAMPLE", K_INT},
     {"--autotune-bayes-opt-max-samples", "AUTOTUNE_BAYES_OPT_MAX_SAMPLES", K_INT},
     {"--autotune-gaussian-process-noise", "AUTOTUNE_GAUSSIAN_PROCESS_NOISE", K_NUM},
     {"--no-stall-check", "STALL_CHECK_DISABLE", K_TRUE},
+    {"--stall-check", "STALL_CHECK_DISABLE", K_FALSE},
     {"--stall-check-warning-time-seconds", "STALL_CHECK_TIME_SECONDS", K_NUM},
     {"--stall-check-shutdown-time-seconds", "STALL_SHUTDOWN_TIME_SECONDS", K_NUM},
     {"--gloo-timeout-seconds", "GLOO_TIMEOUT_SECONDS", K_NUM},
@@ -180,6 +188,13 @@ static hvds_result_t set_knob(hvds_run_args_t* a, const char* suffix, const char
   return hvds__env_list_set(&a->knobs, suffix, value);
 }
 
+/* 1 when the command line set the knob suffix (a config file then leaves it alone). */
+static int set_on_command_line(const hvds_run_args_t* a, const char* suffix) {
+  for (int i = 0; i < a->cli_knobs && i < a->knobs.n; i++)
+    if (strcmp(a->knobs.items[i].name, suffix) == 0) return 1;
+  return 0;
+}
+
 /* Handles the knob flags; returns 1 when the word was one (rc set), 0 otherwise. */
 static int parse_knob_flag(cursor_t* c, hvds_run_args_t* a, hvds_result_t* rc) {
   const char* word = c->argv[c->i];
@@ -198,6 +213,8 @@ static int parse_knob_flag(cursor_t* c, hvds_run_args_t* a, hvds_result_t* rc) {
       *rc = HVDS_INVALID_ARGUMENT;
       return 1;
     }
+    *rc = HVDS_SUCCESS;
+    if (set_on_command_line(a, knob_flags[k].suffix)) return 1;  // a config file's setting
     if (strcmp(knob_flags[k].suffix, "START_TIMEOUT") == 0) a->start_timeout = strtod(buf, NULL);
     *rc = set_knob(a, knob_flags[k].suffix, buf);
     return 1;
@@ -218,6 +235,71 @@ static hvds_result_t parse_x(cursor_t* c, hvds_run_args_t* a) {
   memcpy(name, v, name_len);
   name[name_len] = '\0';
   return hvds__env_list_set(&a->xvars, name, eq ? eq + 1 : NULL);
+}
+
+/* Adds the comma-separated interfaces in list to a->network_interfaces, skipping repeats (the
+ * union of every --network-interfaces and --network-interface, as horovodrun). The first one
+ * carries the data plane (HVDSPARSE_GLOO_IFACE). */
+static hvds_result_t add_interfaces(hvds_run_args_t* a, const char* list) {
+  for (const char* p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    const char* have = a->network_interfaces ? a->network_interfaces : "";
+    int seen = 0;
+    for (const char* q = have; *q && !seen; q += strcspn(q, ","), q += *q == ',')
+      seen = strcspn(q, ",") == n && strncmp(q, p, n) == 0;
+    if (n > 0 && !seen) {
+      size_t old = strlen(have);
+      char* joined = malloc(old + n + 2);
+      if (joined == NULL) return HVDS_SYSTEM_ERROR;
+      snprintf(joined, old + n + 2, "%s%s%.*s", have, old ? "," : "", (int)n, p);
+      free(a->network_interfaces);
+      a->network_interfaces = joined;
+    }
+    p += n + (p[n] == ',');
+  }
+  if (a->network_interfaces == NULL) return HVDS_SUCCESS;
+  char first[256];
+  snprintf(first, sizeof(first), "%.*s", (int)strcspn(a->network_interfaces, ","),
+           a->network_interfaces);
+  return set_knob(a, "GLOO_IFACE", first);
+}
+
+/* Steps over the values of a flag that takes nvalues words (one may be inline). */
+static hvds_result_t skip_values(cursor_t* c, int nvalues) {
+  for (int k = 0; k < nvalues; k++) {
+    if (k == 0 && c->inline_value) continue;
+    if (c->i + 1 >= c->argc) {
+      snprintf(c->err, c->errlen, "flag %s needs %d value%s", c->argv[c->i - k], nvalues,
+               nvalues == 1 ? "" : "s");
+      return HVDS_INVALID_ARGUMENT;
+    }
+    c->i++;
+  }
+  return HVDS_SUCCESS;
+}
+
+/* horovodrun's flags without a counterpart (compat_flags.h): the ones that would change nothing
+ * are recorded with their warning, the elastic ones refused. HVDS_NOT_SUPPORTED for a word that
+ * is no flag of either kind. */
+static hvds_result_t parse_compat_flag(cursor_t* c, hvds_run_args_t* a) {
+  const char* w = c->argv[c->i];
+  for (int k = 0; k < hvds__no_effect_flag_count; k++) {
+    const hvds_compat_flag_t* f = &hvds__no_effect_flags[k];
+    c->inline_value = NULL;
+    if (!flag_is(w, f->flag, f->nvalues ? &c->inline_value : NULL)) continue;
+    hvds_result_t rc = skip_values(c, f->nvalues);
+    return rc == HVDS_SUCCESS ? hvds__env_list_set(&a->warnings, f->flag, f->why) : rc;
+  }
+  for (int k = 0; k < hvds__elastic_flag_count; k++) {
+    c->inline_value = NULL;
+    if (!flag_is(w, hvds__elastic_flags[k].flag, &c->inline_value)) continue;
+    snprintf(c->err, c->errlen,
+             "%s: elastic training (--min-np, --max-np, --host-discovery-script, ...) is not "
+             "supported yet; start a fixed-size job with -np",
+             hvds__elastic_flags[k].flag);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  return HVDS_NOT_SUPPORTED;
 }
 
 /* Handles one launcher flag at c->i; HVDS_NOT_SUPPORTED when the word is no known flag. */
@@ -259,11 +341,10 @@ static hvds_result_t parse_flag(cursor_t* c, hvds_run_args_t* a) {
   } else if (VALUE_FLAG("--rendezvous-addr", NULL)) {
     NEED(a->rendezvous_addr);
   } else if (VALUE_FLAG("--network-interfaces", "--network-interface")) {
-    NEED(a->network_interfaces);
-    char first[256];
-    snprintf(first, sizeof(first), "%.*s", (int)strcspn(a->network_interfaces, ","),
-             a->network_interfaces);
-    return set_knob(a, "GLOO_IFACE", first);
+    NEED(v);
+    return add_interfaces(a, v);
+  } else if (VALUE_FLAG("--config-file", NULL)) {
+    NEED(a->config_file);
   } else if (VALUE_FLAG("-x", NULL)) {
     return parse_x(c, a);
   } else if (flag_is(w, "--verbose", NULL)) {
@@ -272,18 +353,55 @@ static hvds_result_t parse_flag(cursor_t* c, hvds_run_args_t* a) {
     a->horovod_alias = 1;
   } else if (flag_is(w, "--keep-freed-memory", NULL)) {
     a->keep_freed_memory = 1;
-  } else if (flag_is(w, "--gloo", NULL)) {
-    // The only controller; accepted for horovodrun command lines.
+  } else if (flag_is(w, "-prefix-timestamp", NULL) ||
+             flag_is(w, "--prefix-output-with-timestamp", NULL)) {
+    a->prefix_timestamp = 1;
+  } else if (flag_is(w, "-cb", NULL) || flag_is(w, "--check-build", NULL)) {
+    a->check_build = 1;
   } else if (flag_is(w, "-h", NULL) || flag_is(w, "--help", NULL)) {
     a->help = 1;
   } else if (flag_is(w, "-v", NULL) || flag_is(w, "--version", NULL)) {
     a->version = 1;
   } else {
-    return HVDS_NOT_SUPPORTED;
+    return parse_compat_flag(c, a);
   }
 #undef VALUE_FLAG
 #undef NEED
   return HVDS_SUCCESS;
+}
+
+/* One flag at c->i: a knob, a launcher flag or a horovodrun flag without effect. */
+static hvds_result_t parse_one(cursor_t* c, hvds_run_args_t* a) {
+  hvds_result_t rc = HVDS_SUCCESS;
+  if (parse_knob_flag(c, a, &rc)) return rc;
+  rc = parse_flag(c, a);
+  if (rc == HVDS_NOT_SUPPORTED) {
+    snprintf(c->err, c->errlen, "unknown flag %s (see hvdsparse run --help)", c->argv[c->i]);
+    rc = HVDS_INVALID_ARGUMENT;
+  }
+  return rc;
+}
+
+hvds_result_t hvds__run_args_apply_setting(hvds_run_args_t* a, const char* flag, const char* value,
+                                           char* err, size_t errlen) {
+  char* words[2] = {(char*)flag, (char*)value};
+  cursor_t c = {value ? 2 : 1, words, 0, NULL, err, errlen};
+  return parse_one(&c, a);
+}
+
+/* What the words say together: a command, -np, no two host lists. */
+static hvds_result_t check_complete(const hvds_run_args_t* a, char* err, size_t errlen) {
+  if (a->help || a->version || a->check_build) return HVDS_SUCCESS;
+  if (a->ncommand == 0) {
+    snprintf(err, errlen, "no command given (usage: hvdsparse run -np N command ...)");
+  } else if (a->hosts && a->hostfile) {
+    snprintf(err, errlen, "-H and --hostfile are mutually exclusive");
+  } else if (a->np == 0 && !a->hosts && !a->hostfile) {
+    snprintf(err, errlen, "-np is required");
+  } else {
+    return HVDS_SUCCESS;
+  }
+  return HVDS_INVALID_ARGUMENT;
 }
 
 hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, char* err,
@@ -299,38 +417,31 @@ hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, 
       break;
     }
     if (w[0] != '-' || w[1] == '\0') break;  // first non-flag word: the command starts
-    if (parse_knob_flag(&c, out, &rc)) continue;
-    rc = parse_flag(&c, out);
-    if (rc == HVDS_NOT_SUPPORTED) {
-      snprintf(err, errlen, "unknown flag %s (see hvdsparse run --help)", w);
-      rc = HVDS_INVALID_ARGUMENT;
-    }
-  }
-  if (rc != HVDS_SUCCESS) {
-    hvds__run_args_free(out);
-    return rc;
+    rc = parse_one(&c, out);
   }
   out->command = argv + c.i;
   out->ncommand = argc - c.i;
-  if (out->help || out->version) return HVDS_SUCCESS;
-  if (out->ncommand == 0) {
-    snprintf(err, errlen, "no command given (usage: hvdsparse run -np N command ...)");
-    rc = HVDS_INVALID_ARGUMENT;
-  } else if (out->hosts && out->hostfile) {
-    snprintf(err, errlen, "-H and --hostfile are mutually exclusive");
-    rc = HVDS_INVALID_ARGUMENT;
-  } else if (out->np == 0 && !out->hosts && !out->hostfile) {
-    snprintf(err, errlen, "-np is required");
-    rc = HVDS_INVALID_ARGUMENT;
-  }
+  out->cli_knobs = out->knobs.n;
+  if (rc == HVDS_SUCCESS && out->config_file != NULL)
+    rc = hvds__config_file_apply(out->config_file, out, err, errlen);
+  if (rc == HVDS_SUCCESS) rc = check_complete(out, err, errlen);
   if (rc != HVDS_SUCCESS) hvds__run_args_free(out);
   return rc;
+}
+
+void hvds__run_args_print_warnings(const hvds_run_args_t* args, FILE* f) {
+  for (int i = 0; i < args->warnings.n; i++)
+    fprintf(f, "hvdsparse: warning: %s has no effect: %s\n", args->warnings.items[i].name,
+            args->warnings.items[i].value);
 }
 
 void hvds__run_args_free(hvds_run_args_t* args) {
   if (args == NULL) return;
   hvds__env_list_free(&args->knobs);
   hvds__env_list_free(&args->xvars);
+  hvds__env_list_free(&args->warnings);
+  free(args->network_interfaces);
+  args->network_interfaces = NULL;
 }
 
 void hvds__run_args_usage(FILE* f) {
@@ -344,14 +455,18 @@ void hvds__run_args_usage(FILE* f) {
       "  -p, --ssh-port PORT             ssh port of remote hosts\n"
       "  -i, --ssh-identity-file FILE    ssh identity of remote hosts\n"
       "  --rsh CMD                       agent for remote hosts instead of ssh, e.g. 'ip netns exec'\n"
-      "  --start-timeout S               seconds to wait for every rank at start (default 30)\n"
+      "  --start-timeout S               seconds for every rank to reach rendezvous (default 30)\n"
       "  --network-interfaces A,B        interfaces for the data plane; A also serves rendezvous\n"
+      "  --network-interface A           the same, one interface a time (repeatable)\n"
       "  --rendezvous-addr ADDR          address the rendezvous store listens on\n"
       "  --output-filename DIR           also write DIR/rank.N/stdout and stderr\n"
+      "  -prefix-timestamp, --prefix-output-with-timestamp   time of day before every line\n"
       "  -x VAR[=VALUE]                  forward (or set) an environment variable\n"
+      "  --config-file FILE              horovodrun's YAML settings (flags given here win)\n"
       "  --verbose                       print the host assignment and rendezvous progress\n"
       "  --horovod-alias                 make 'import horovod.*' load hvdsparse\n"
       "  --keep-freed-memory             workers' malloc reuses freed memory (no per-step faults)\n"
+      "  -cb, --check-build              list what this build supports, then exit\n"
       "  -h, --help / -v, --version\n"
       "\n"
       "Runtime knobs (exported as HVDSPARSE_* and HOROVOD_*):\n"
@@ -361,6 +476,11 @@ void hvds__run_args_usage(FILE* f) {
       "  --hierarchical-allreduce, --no-hierarchical-allreduce, --timeline-filename F,\n"
       "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
       "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
-      "  --log-without-timestamp, --bind-to core|numa|none (each worker to its share of the host)\n",
+      "  --log-without-timestamp, --bind-to core|numa|none (each worker to its share of the host)\n"
+      "\n"
+      "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
+      "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"
+      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache.\n"
+      "Elastic flags (--min-np, --max-np, --host-discovery-script, ...) are not supported yet.\n",
       f);
 }

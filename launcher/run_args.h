@@ -39,21 +39,34 @@ typedef struct {
   int ssh_port;                   /* -p; 0 when absent */
   const char* ssh_identity;       /* -i */
   const char* rendezvous_addr;    /* --rendezvous-addr */
-  const char* network_interfaces; /* --network-interfaces "a,b" */
+  char* network_interfaces;       /* --network-interfaces a,b and every --network-interface,
+                                     joined with ',' without repeats; owned, or NULL */
+  const char* config_file;        /* --config-file: horovodrun's YAML (config_file.h) */
   int horovod_alias;
   int keep_freed_memory;          /* --keep-freed-memory */
+  int prefix_timestamp;           /* --prefix-output-with-timestamp */
+  int check_build;                /* -cb / --check-build: print what this build supports */
   int help, version;
   hvds_env_list_t knobs;          /* suffix -> value, exported as HVDSPARSE_<s> and HOROVOD_<s> */
+  int cli_knobs;                  /* knobs[0, cli_knobs) came from the command line */
   hvds_env_list_t xvars;          /* -x NAME[=VALUE] */
+  hvds_env_list_t warnings;       /* flag or config key -> why it has no effect here */
   char** command;                 /* points into argv; NULL-terminated there */
   int ncommand;
 } hvds_run_args_t;
 
-/* Parses the words after "run" (argv[0] is the first flag). Flags stop at the first word that
- * is not a flag; the rest is the command. Strings point into argv except in the lists, which
- * the caller releases with hvds__run_args_free(). On error err says why. */
+/* Parses the words after "run" (argv[0] is the first flag), then --config-file's settings for
+ * what the command line left unset. Flags stop at the first word that is not a flag; the rest
+ * is the command. Strings point into argv except in the lists and network_interfaces, which
+ * the caller releases with hvds__run_args_free(). On error nothing is kept and err says why. */
 hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out /* OUT */,
                                    char* err, size_t errlen);
+/* Applies one setting of a config file as the flag it stands for (value NULL for a flag without
+ * one), unless the command line set the same knob. For config_file.c; err says why it failed. */
+hvds_result_t hvds__run_args_apply_setting(hvds_run_args_t* a, const char* flag, const char* value,
+                                           char* err, size_t errlen);
+/* Prints "hvdsparse: warning: <flag>: <why>" for every accepted flag that has no effect. */
+void hvds__run_args_print_warnings(const hvds_run_args_t* args, FILE* f);
 void hvds__run_args_free(hvds_run_args_t* args);
 void hvds__run_args_usage(FILE* f);
 

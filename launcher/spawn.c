@@ -16,6 +16,10 @@
 #include "env.h"
 #include "log.h"
 #include "malloc_env.h"
+#include "remote_env.h"
+
+/* Linux takes one argument of at most 32 pages (MAX_ARG_STRLEN); ssh's command line is one. */
+#define SSH_LINE_MAX (128 * 1024 - 1)
 
 static hvds_result_t random_hex(char* out, size_t nbytes) {
   unsigned char raw[64];
@@ -78,14 +82,6 @@ static hvds_result_t add_identity(const hvds_job_t* job, const hvds_slot_t* s,
   return rc;
 }
 
-/* The directory of this executable, or "" when /proc/self/exe cannot be read. */
-static void exe_dir(char* out, size_t len) {
-  ssize_t n = readlink("/proc/self/exe", out, len - 1);
-  out[n > 0 ? n : 0] = '\0';
-  char* slash = strrchr(out, '/');
-  if (slash) *slash = '\0';
-}
-
 static int same_dir(const char* a, const char* b) {
   char ra[PATH_MAX], rb[PATH_MAX];
   return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
@@ -93,20 +89,24 @@ static int same_dir(const char* a, const char* b) {
 
 /* Python side of the workers' environment. From a build tree: the source tree's framework
  * packages on PYTHONPATH and HVDSPARSE_LIBRARY at the built library (unless already set). With
- * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front,
- * from the source tree or from <prefix>/share/hvdsparse/alias next to an installed launcher. */
+ * --horovod-alias: the alias directory (`import horovod.torch` loads hvdsparse.torch) in front:
+ * HVDSPARSE_ALIAS_DIR when set (a pip install's command sets it), else the source tree's or
+ * <prefix>/share/hvdsparse/alias next to an installed launcher. */
 hvds_result_t hvds__python_env(const hvds_run_args_t* a, hvds_env_list_t* env) {
   char dir[PATH_MAX], alias[PATH_MAX + 64] = "", paths[4 * PATH_MAX] = "";
-  exe_dir(dir, sizeof(dir));
+  hvds__launcher_exe_dir(dir, sizeof(dir));
   int in_build = 0;
 #ifdef HVDS_BUILD_BIN_DIR
   in_build = dir[0] != '\0' && same_dir(dir, HVDS_BUILD_BIN_DIR);
 #endif
   if (a->horovod_alias) {
+    // A pip install's command says where the alias is; else the build tree or <prefix>/share.
+    const char* given = hvds__launcher_getenv("HVDSPARSE_ALIAS_DIR");
 #ifdef HVDS_SOURCE_DIR
     if (in_build) snprintf(alias, sizeof(alias), "%s/frameworks/alias", HVDS_SOURCE_DIR);
 #endif
     if (!in_build) snprintf(alias, sizeof(alias), "%s/../share/hvdsparse/alias", dir);
+    if (given != NULL && given[0] != '\0') snprintf(alias, sizeof(alias), "%s", given);
     if (access(alias, R_OK) != 0) {
       HVDS_WARN("--horovod-alias: %s not found; `import horovod` is left alone", alias);
       alias[0] = '\0';
@@ -230,13 +230,8 @@ static int append_quoted(char** out, size_t* len, const char* s, int quote) {
   return 0;
 }
 
-/* Variables of the launcher's environment that travel to ssh workers besides the job's own. */
-static int forwarded_over_ssh(const char* entry) {
-  return strncmp(entry, "HVDSPARSE_", 10) == 0 || strncmp(entry, "HOROVOD_", 8) == 0 ||
-         strncmp(entry, "NCCL_", 5) == 0;
-}
-
-/* The remote shell line: cd <cwd> >/dev/null 2>&1; env VAR=... <cmd>. */
+/* The remote shell line: cd <cwd> >/dev/null 2>&1; env VAR=... <cmd>, carrying the launcher's
+ * environment (remote_env.h) and then the job's variables. */
 static char* ssh_command_line(const hvds_job_t* job, const hvds_env_list_t* env) {
   char* line = NULL;
   size_t len = 0;
@@ -244,7 +239,7 @@ static char* ssh_command_line(const hvds_job_t* job, const hvds_env_list_t* env)
             append_quoted(&line, &len, " >/dev/null 2>&1; env", 0);
   for (char** e = hvds__launcher_environ(); *e && !bad; e++) {
     const char* eq = strchr(*e, '=');
-    if (!forwarded_over_ssh(*e) || eq == NULL) continue;
+    if (!hvds__remote_env_forwards(*e)) continue;
     char name[256];
     snprintf(name, sizeof(name), "%.*s", (int)(eq - *e), *e);
     if (hvds__env_list_get(env, name) != NULL) continue;  // the job's value wins
@@ -259,6 +254,13 @@ static char* ssh_command_line(const hvds_job_t* job, const hvds_env_list_t* env)
   for (int i = 0; i < job->args->ncommand && !bad; i++)
     bad = append_quoted(&line, &len, " ", 0) ||
           append_quoted(&line, &len, job->args->command[i], 1);
+  if (!bad && len > SSH_LINE_MAX) {
+    HVDS_ERROR("the command line for ssh (the environment forwarded to remote workers and the "
+               "command) is %zu bytes, over Linux's %d for one argument; unset large variables "
+               "in the launcher's environment",
+               len, SSH_LINE_MAX);
+    bad = 1;
+  }
   if (bad) {
     free(line);
     return NULL;
@@ -334,6 +336,51 @@ static char** merged_envp(const hvds_env_list_t* env) {
   return b.v;
 }
 
+static void say(const char* s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
+
+/* Why execvpe(argv0) failed with err, with a hint; async-signal-safe (write and access only). */
+static void say_exec_failure(const char* argv0, int err) {
+  int has_slash = strchr(argv0, '/') != NULL;
+  say("hvdsparse: cannot execute ");
+  say(argv0);
+  say(": ");
+  if (err == ENOENT && !has_slash && access(argv0, F_OK) == 0) {
+    say("not found in PATH (the working directory has a file of that name: run ./");
+    say(argv0);
+    say(", or the script through its interpreter, e.g. python ");
+    say(argv0);
+    say(")");
+  } else if (err == ENOENT && !has_slash) {
+    say("not found in PATH");
+  } else if (err == ENOENT && access(argv0, F_OK) == 0) {
+    say("its interpreter (the #! line) was not found");
+  } else if (err == ENOENT) {
+    say("no such file");
+  } else if (err == EACCES || err == EPERM) {
+    say("permission denied (not executable? run a script through its interpreter, e.g. python ");
+    say(argv0);
+    say(", or chmod +x it)");
+  } else if (err == ENOEXEC) {
+    say("not a program this machine can run (a script needs a #! line, or run it through its "
+        "interpreter)");
+  } else if (err == ENOTDIR) {
+    say("a directory in its path is a file");
+  } else if (err == E2BIG) {
+    say("the argument list and environment are too large");
+  } else if (err == ENOMEM) {
+    say("out of memory");
+  } else {
+    char num[16];
+    int n = 0;
+    for (int v = err; v > 0 && n < 15; v /= 10) n++;
+    num[n] = '\0';
+    for (int v = err, i = n - 1; i >= 0; v /= 10, i--) num[i] = (char)('0' + v % 10);
+    say("errno ");
+    say(num);
+  }
+  say("\n");
+}
+
 /* In the child between fork and exec: only async-signal-safe calls. */
 static void exec_child(pid_t parent, int devnull, int out_w, int err_w, char** argv, char** envp) {
   setsid();
@@ -347,10 +394,7 @@ static void exec_child(pid_t parent, int devnull, int out_w, int err_w, char** a
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   execvpe(argv[0], argv, envp);
-  const char* msg = "hvdsparse: cannot execute ";
-  (void)!write(STDERR_FILENO, msg, strlen(msg));
-  (void)!write(STDERR_FILENO, argv[0], strlen(argv[0]));
-  (void)!write(STDERR_FILENO, "\n", 1);
+  say_exec_failure(argv[0], errno);
   _exit(127);
 }
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arrivals.h"
 #include "clock.h"
 #include "log.h"
 
@@ -86,11 +87,9 @@ typedef struct {
   int64_t term_at;    /* after a failure: when to send SIGTERM; -1 when not pending */
   int first_failed;   /* index of the first failed worker, or -1 */
   int stop_signal;    /* signal that told the launcher to stop, or 0 */
-  hvds_store_t* watch; /* verbose: client of our own store */
-  unsigned char* arrived;
-  int arrived_count;
-  int watch_done;
-  int64_t started, next_tick;
+  hvds_arrivals_t arrivals; /* ranks that reached rendezvous */
+  int late_reported;  /* the ranks missing at the start timeout were named */
+  int64_t next_tick;
 } state_t;
 
 static void terminate_all(state_t* st, int sig) {
@@ -145,61 +144,73 @@ static void handle_signals(state_t* st) {
   }
 }
 
-/* Verbose mode: reports ranks reaching rendezvous (workers ADD hvds/<job>/arrived 1 and set
- * hvds/<job>/arrived/<rank>), read from our own store once a second. */
-static void watch_tick(state_t* st) {
+/* Follows the ranks reaching rendezvous: progress with --verbose, and once the start timeout
+ * has passed since the first arrived, the ranks still missing (their peers fail then, waiting
+ * for them). */
+static void arrivals_tick(state_t* st) {
   hvds_supervisor_t* sv = st->sv;
-  if (st->watch == NULL || st->watch_done) return;
-  char key[160];
-  snprintf(key, sizeof(key), "hvds/%s/arrived", sv->job->job_id);
-  void* val = NULL;
-  size_t len = 0;
-  if (hvds__store_get(st->watch, key, 0, &val, &len) == HVDS_SUCCESS &&
-      atoi(val) != st->arrived_count) {
-    /* The per-rank keys are the truth; the counter only says when to look again. */
-    int count = 0;
-    for (int r = 0; r < sv->np; r++) {
-      if (!st->arrived[r]) {
-        void* v = NULL;
-        size_t l = 0;
-        snprintf(key, sizeof(key), "hvds/%s/arrived/%d", sv->job->job_id, r);
-        if (hvds__store_get(st->watch, key, 0, &v, &l) == HVDS_SUCCESS) st->arrived[r] = 1;
-        free(v);
-      }
-      count += st->arrived[r];
-    }
-    if (count != st->arrived_count && count < sv->np) {
-      fprintf(stderr, "hvdsparse: %d/%d ranks reached rendezvous; waiting for:", count, sv->np);
-      for (int r = 0; r < sv->np; r++)
-        if (!st->arrived[r]) fprintf(stderr, " %d", r);
-      fprintf(stderr, "\n");
-    }
-    st->arrived_count = count;
+  hvds_arrivals_t* a = &st->arrivals;
+  if (sv->store == NULL || a->arrived == NULL || a->count >= sv->np) return;
+  char missing[256];
+  if (hvds__arrivals_update(a, sv->store, sv->job->job_id, hvds__now_ms()) && sv->verbose) {
+    hvds__arrivals_missing(a, missing, sizeof(missing));
+    if (a->count < sv->np)
+      fprintf(stderr, "hvdsparse: %d/%d ranks reached rendezvous; waiting for %s\n", a->count,
+              sv->np, missing);
+    else
+      fprintf(stderr, "hvdsparse: all %d ranks reached rendezvous.\n", sv->np);
   }
-  free(val);
-  if (st->arrived_count >= sv->np) {
-    fprintf(stderr, "hvdsparse: all %d ranks reached rendezvous.\n", sv->np);
-    st->watch_done = 1;
-  } else if (sv->start_timeout > 0 && hvds__now_ms() - st->started > sv->start_timeout * 1000) {
-    fprintf(stderr,
-            "hvdsparse: timed out after %g s waiting for every rank to reach rendezvous. Please "
-            "check connectivity between servers. You may need to increase the --start-timeout "
-            "parameter if you have too many servers.\n",
-            sv->start_timeout);
-    st->watch_done = 1;
-  }
+  if (a->count == 0 || a->count >= sv->np || st->late_reported || sv->start_timeout <= 0 ||
+      hvds__now_ms() - a->first_ms < (int64_t)(sv->start_timeout * 1000))
+    return;
+  hvds__arrivals_missing(a, missing, sizeof(missing));
+  fprintf(stderr,
+          "hvdsparse: rank %s did not reach rendezvous within the start timeout (%g s after the "
+          "first rank did; --start-timeout or HVDSPARSE_START_TIMEOUT). Please check that it "
+          "started and can reach this host; you may need to increase --start-timeout.\n",
+          missing, sv->start_timeout);
+  st->late_reported = 1;
 }
 
-static void watch_open(state_t* st) {
-  const hvds_job_t* job = st->sv->job;
-  st->arrived = calloc((size_t)st->sv->np, 1);
-  char err[256];
-  if (st->arrived == NULL ||
-      hvds__store_connect(job->store_addr, job->store_port, job->secret, 2000, &st->watch, err,
-                          sizeof(err)) != HVDS_SUCCESS) {
-    HVDS_WARN("--verbose: cannot watch the rendezvous store: %s", err);
-    st->watch = NULL;
+/* 1 when every worker still running never reached rendezvous although others did: nobody is
+ * left to explain a failure, so the teardown need not wait for explanations. */
+static int only_absent_left(const state_t* st) {
+  const hvds_arrivals_t* a = &st->arrivals;
+  if (a->arrived == NULL || a->count == 0) return 0;
+  for (int i = 0; i < st->sv->np; i++)
+    if (!st->sv->workers[i].exited && a->arrived[st->sv->workers[i].rank]) return 0;
+  return 1;
+}
+
+/* When the kernel last ran pid (its exit, for a zombie), in ms of the scheduler's clock, from
+ * /proc/<pid>/sched; -1 where the kernel does not say. Orders exits seen in one wake-up. */
+static double exit_clock_ms(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/sched", (int)pid);
+  FILE* f = fopen(path, "r");
+  double ms = -1;
+  while (f != NULL && ms < 0 && fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "se.exec_start", 13) == 0) sscanf(strchr(line, ':') + 1, "%lf", &ms);
+  if (f != NULL) fclose(f);
+  return ms;
+}
+
+/* Of the n workers idx[] that exited in one wake-up, the one that failed first, or -1. The
+ * supervisor may have been off the CPU while several exited: a peer that failed because the
+ * first one died is often seen alongside it, and index order would name the wrong one. */
+static int first_failure(const hvds_supervisor_t* sv, const int* idx, int n) {
+  int best = -1;
+  double best_ms = 0;
+  for (int i = 0; i < n; i++) {
+    const hvds_worker_t* w = &sv->workers[idx[i]];
+    if (!w->signaled && w->status == 0) continue;
+    double ms = exit_clock_ms(w->pid);
+    if (best < 0 || (ms >= 0 && (best_ms < 0 || ms < best_ms))) {
+      best = idx[i];
+      best_ms = ms;
+    }
   }
+  return best;
 }
 
 /* After every worker exited: kill what is left in their groups, drain the pipes, reap. */
@@ -226,8 +237,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
   st.kill_at = -1;
   st.term_at = -1;
   st.first_failed = -1;
-  st.started = hvds__now_ms();
-  if (sv->verbose) watch_open(&st);
+  if (hvds__arrivals_init(&st.arrivals, sv->np) != HVDS_SUCCESS) HVDS_WARN("out of memory");
   struct pollfd* pfds = calloc((size_t)(2 * sv->np + 1), sizeof(*pfds));
   int* exited_now = calloc((size_t)sv->np, sizeof(int));
   if (pfds == NULL || exited_now == NULL) {
@@ -245,11 +255,14 @@ int hvds__supervise(hvds_supervisor_t* sv) {
     if (pr > 0 && pfds[0].revents) handle_signals(&st);
     if (pr > 0) hvds__output_handle(sv->output, pfds + 1, n - 1);
     int k = observe_exits(sv->workers, sv->np, exited_now, sv->np);
-    for (int i = 0; i < k; i++) {
-      const hvds_worker_t* w = &sv->workers[exited_now[i]];
-      if (!st.terminating && st.first_failed < 0 && (w->signaled || w->status != 0))
-        on_failure(&st, w);
+    int failed = first_failure(sv, exited_now, k);
+    if (failed >= 0 && !st.terminating && st.first_failed < 0)
+      on_failure(&st, &sv->workers[failed]);
+    if (hvds__now_ms() >= st.next_tick) {
+      arrivals_tick(&st);
+      st.next_tick = hvds__now_ms() + TICK_MS;
     }
+    if (st.term_at >= 0 && only_absent_left(&st)) st.term_at = hvds__now_ms();
     if (st.term_at >= 0 && hvds__now_ms() >= st.term_at) {
       st.term_at = -1;
       if (!st.terminating) terminate_all(&st, SIGTERM);
@@ -258,16 +271,14 @@ int hvds__supervise(hvds_supervisor_t* sv) {
       for (int i = 0; i < sv->np; i++) kill_group(&sv->workers[i], SIGKILL);
       st.kill_at = -1;
     }
-    if (sv->verbose && hvds__now_ms() >= st.next_tick) {
-      watch_tick(&st);
-      st.next_tick = hvds__now_ms() + TICK_MS;
-    }
   }
   free(pfds);
   free(exited_now);
   finish(&st);
-  hvds__store_close(st.watch);
-  free(st.arrived);
+  char absent[256] = "";
+  if (st.arrivals.count > 0 && st.arrivals.count < sv->np)
+    hvds__arrivals_missing(&st.arrivals, absent, sizeof(absent));
+  hvds__arrivals_free(&st.arrivals);
   if (st.first_failed >= 0) {
     const hvds_worker_t* w = &sv->workers[st.first_failed];
     fprintf(stderr,
@@ -281,6 +292,9 @@ int hvds__supervise(hvds_supervisor_t* sv) {
     snprintf(key, sizeof(key), "hvds/%s/stop_first", sv->job->job_id);
     if (sv->store != NULL && hvds__store_server_get(sv->store, key, why, sizeof(why)))
       fprintf(stderr, "%s\n", why);
+    if (absent[0])
+      fprintf(stderr, "Rank %s never reached rendezvous (the others waited for it up to the "
+              "start timeout, %g s).\n", absent, sv->start_timeout);
     return 1;
   }
   return st.stop_signal ? 128 + st.stop_signal : 0;

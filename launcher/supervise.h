@@ -20,10 +20,10 @@ typedef struct {
   hvds_worker_t* workers;     /* np entries, all spawned */
   int np;
   hvds_output_t* output;      /* the workers' pipes are registered here */
-  hvds_store_server_t* store; /* records hvds/<job>/failed; may be NULL */
+  hvds_store_server_t* store; /* records hvds/<job>/failed, says who arrived; may be NULL */
   const hvds_job_t* job;
   int verbose;                /* report rendezvous progress every second */
-  double start_timeout;       /* seconds, for the verbose report */
+  double start_timeout;       /* seconds every rank has to arrive once the first has */
 } hvds_supervisor_t;
 
 /* Routes SIGCHLD, SIGINT, SIGTERM and SIGHUP to the supervisor and ignores SIGPIPE. Call once,
@@ -31,8 +31,9 @@ typedef struct {
 hvds_result_t hvds__supervise_install_signals(void);
 
 /* Runs until every worker has exited and returns the launcher's exit code: 0 when all exited
- * with 0; 1 after a worker failed (the first failure is named on stderr); 128+signal when the
- * launcher itself was told to stop. Every worker's process group is gone and every worker
+ * with 0; 1 after a worker failed (the first failure is named on stderr, and so are the ranks
+ * that never reached rendezvous while others did); 128+signal when the launcher itself was told
+ * to stop. Every worker's process group is gone and every worker
  * reaped on return. */
 int hvds__supervise(hvds_supervisor_t* sv);
 

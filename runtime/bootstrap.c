@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "collectives.h"
 #include "hierarchy.h"
 #include "launch_env.h"
@@ -115,10 +116,31 @@ done:
   return rc;
 }
 
+/* ---- start-up: one deadline, HVDSPARSE_START_TIMEOUT after init began, bounds every wait for
+ * the store and for the other ranks ---- */
+#define FAILED_START_LINGER_MS 2000
+
+static int start_ms_left(hvds_runtime_t* rt) {
+  int64_t left = rt->start_deadline_ms - hvds__now_ms();
+  return left > 1 ? (int)left : 1;
+}
+
+/* What a start-up timeout adds to its error: the refused clients rank 0's store saw. */
+static void refused_note(hvds_runtime_t* rt, char* out, size_t len) {
+  int refused = hvds__launch_store_refused(rt->self_served);
+  out[0] = '\0';
+  if (refused > 0)
+    snprintf(out, len,
+             "; the rendezvous store refused %d connection%s, as it does a rank whose "
+             "HVDSPARSE_SECRET differs from rank 0's (it must be the same on every rank)",
+             refused, refused == 1 ? "" : "s");
+}
+
 /* addr:port is the store: the launcher's, or rank 0's own (open_self_served_store). */
 static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int port) {
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
-  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  int start_ms = start_ms_left(rt);
+  double start_s = hvds__param_dbl(HVDS_PARAM_START_TIMEOUT);
   int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
   char err[512] = "";
   if (addr == NULL || port <= 0)
@@ -150,7 +172,9 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
   if ((iface == NULL || iface[0] == '\0') &&
       hvds__store_local_addr(rt->store, own, sizeof own) == 0 && strncmp(own, "127.", 4) != 0)
     host = own;
-  int connect_ms = start_ms > timeout_ms ? start_ms : timeout_ms;
+  // Every rank must arrive within the start timeout (HVDSPARSE_START_TIMEOUT), not the
+  // collectives' one.
+  int connect_ms = start_ms_left(rt);
   const hvds_transport_t* tp = hvds__transport_find(transport);
   if (tp == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "rank %d: unknown HVDSPARSE_TRANSPORT '%s' (%s)",
@@ -166,17 +190,21 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
                            "other ranks: %s (the process serving it, the launcher or rank 0, "
                            "probably died)",
                            rt->rank, addr, port, lost);
+  char note[256];
+  refused_note(rt, note, sizeof(note));
+  if (rc == HVDS_TIMEOUT)
+    return hvds__set_error(rc,
+                           "rank %d: not every rank reached rendezvous within the start "
+                           "timeout (%g s, HVDSPARSE_START_TIMEOUT): %s%s",
+                           rt->rank, start_s, err, note);
   if (rc != HVDS_SUCCESS)
-    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s", rt->rank,
-                           rt->size - 1, err);
+    return hvds__set_error(rc, "rank %d: connecting to the other %d ranks failed: %s%s", rt->rank,
+                           rt->size - 1, err, note);
   rt->world->timeout_ms = timeout_ms;
   return HVDS_SUCCESS;
 }
 
 /* ---- jobs started by mpirun, srun or a torchrun-style launcher (docs/launching.md) ---- */
-
-/* This init's store, served by rank 0 itself (launch_store.h); NULL under `hvdsparse run`. */
-static hvds_launch_store_t* self_served;
 
 /* Rank and size from the engine; what it does not give is filled by fill_engine_topology. */
 static void adopt_engine_identity(hvds_runtime_t* rt, const hvds_launch_env_t* env) {
@@ -201,10 +229,9 @@ static hvds_result_t open_self_served_store(hvds_runtime_t* rt, const hvds_launc
         rt->rank, engine,
         env->problem[0] ? env->problem : "set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT");
   const char* secret = hvds__param_str(HVDS_PARAM_SECRET);
-  int start_ms = (int)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   char err[512] = "";
-  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt->generation, start_ms,
-                                             &self_served, err, sizeof(err));
+  hvds_result_t rc = hvds__launch_store_open(env, secret ? secret : "", rt->generation,
+                                             start_ms_left(rt), &rt->self_served, err, sizeof(err));
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d (started by %s): rendezvous store at %s:%d: %s", rt->rank,
                            engine, env->store_addr, env->store_port, err);
@@ -229,16 +256,20 @@ static hvds_result_t fill_engine_topology(hvds_runtime_t* rt, const hvds_launch_
   return HVDS_SUCCESS;
 }
 
-/* Before the store connection closes: rank 0 keeps serving until every rank is done with it
- * (briefly when the job failed: dead ranks never say so). */
+/* Before the store connection closes: rank 0 keeps serving until every rank that reached it is
+ * done with it (briefly when the job or its start failed: dead ranks never say so). */
 static void close_self_served_store(hvds_runtime_t* rt) {
   int wait_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000);
-  if (rt->fatal[0] != '\0' && wait_ms > 2000) wait_ms = 2000;
-  hvds__launch_store_close(self_served, rt->store, wait_ms);
-  self_served = NULL;
+  if ((rt->fatal[0] != '\0' || rt->bootstrap_failed) && wait_ms > FAILED_START_LINGER_MS)
+    wait_ms = FAILED_START_LINGER_MS;
+  hvds__launch_store_close(rt->self_served, rt->store, wait_ms);
+  rt->self_served = NULL;
 }
 
 hvds_result_t hvds__bootstrap(hvds_runtime_t* rt) {
+  rt->start_deadline_ms =
+      hvds__now_ms() + (int64_t)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
+  rt->bootstrap_failed = 0;
   rt->rank = (int)hvds__param_int(HVDS_PARAM_RANK);
   rt->size = (int)hvds__param_int(HVDS_PARAM_SIZE);
   rt->local_rank = (int)hvds__param_int(HVDS_PARAM_LOCAL_RANK);
@@ -252,6 +283,10 @@ hvds_result_t hvds__bootstrap(hvds_runtime_t* rt) {
   // Started by another engine than `hvdsparse run`: its variables give the identity instead.
   hvds_launch_env_t env;
   hvds__launch_env_read(&env);
+  if (env.engine == HVDS_ENGINE_UNRESOLVED || env.engine == HVDS_ENGINE_PMIX)
+    return hvds__set_error(HVDS_INVALID_USAGE,
+                           "this process cannot join the job (started by %s): %s",
+                           hvds__launch_engine_name(env.engine), env.problem);
   int engine = env.engine != HVDS_ENGINE_NONE && env.engine != HVDS_ENGINE_HVDSPARSE;
   if (engine) {
     adopt_engine_identity(rt, &env);
@@ -278,7 +313,10 @@ hvds_result_t hvds__bootstrap(hvds_runtime_t* rt) {
     if (rc == HVDS_SUCCESS)
       rc = hvds__p2p_sub_create(rt->world, &zero, 1, HVDS_SPACE_CROSS, &rt->cross);
   }
-  if (rc != HVDS_SUCCESS) hvds__bootstrap_teardown(rt);
+  if (rc != HVDS_SUCCESS) {
+    rt->bootstrap_failed = 1;
+    hvds__bootstrap_teardown(rt);
+  }
   return rc;
 }
 

@@ -1,7 +1,7 @@
 /* Rank 0's in-process rendezvous store for jobs without `hvdsparse run`. Keys it uses:
  *   hvds/<job>/serving         the generation (init count) the server belongs to, set by rank 0
- *   hvds/<job>/g<gen>/done     ranks done with the store at shutdown (an ADD counter)
- *   hvds/<job>/g<gen>/all_done set by the rank whose ADD completes the count */
+ *   hvds/<job>/g<gen>/joined   ranks other than 0 that reached this generation's store (ADD)
+ *   hvds/<job>/g<gen>/done     ranks done with the store at shutdown (an ADD counter) */
 #include "launch_store.h"
 
 #include <errno.h>
@@ -16,12 +16,12 @@
 #include "store.h"
 
 #define PROBE_RETRY_MS 50
+#define DONE_POLL_MS 5
 
 struct hvds_launch_store {
   hvds_store_server_t* server; /* rank 0 only */
   char job[128];
   int generation;
-  int size;
 };
 
 static void sleep_ms(int ms) {
@@ -92,6 +92,10 @@ static hvds_result_t await(hvds_launch_store_t* ls, const hvds_launch_env_t* env
                                            left > 0 ? (int)left : 1, &s, err, errlen);
     if (rc == HVDS_INVALID_ARGUMENT) return rc;  // wrong secret or address: retrying won't help
     int ready = rc == HVDS_SUCCESS && serves_generation(ls, s, err, errlen);
+    char joined[256];
+    int64_t count;
+    generation_key(ls, "joined", joined, sizeof(joined));
+    if (ready) hvds__store_add(s, joined, 1, &count);  // rank 0 then waits for this rank's "done"
     hvds__store_close(s);
     if (ready) return HVDS_SUCCESS;
     if (hvds__now_ms() >= deadline) return HVDS_TIMEOUT;
@@ -110,7 +114,6 @@ hvds_result_t hvds__launch_store_open(const hvds_launch_env_t* env, const char* 
   }
   snprintf(ls->job, sizeof(ls->job), "%s", env->job_id);
   ls->generation = generation;
-  ls->size = env->size;
   hvds_result_t rc = env->rank == 0 ? serve(ls, env, secret, err, errlen)
                                     : await(ls, env, secret, timeout_ms, err, errlen);
   if (rc != HVDS_SUCCESS) {
@@ -121,29 +124,44 @@ hvds_result_t hvds__launch_store_open(const hvds_launch_env_t* env, const char* 
   return HVDS_SUCCESS;
 }
 
+int hvds__launch_store_refused(const hvds_launch_store_t* ls) {
+  return ls ? hvds__store_server_refused(ls->server) : 0;
+}
+
+/* A counter of this generation as rank 0's server holds it (0 when unset). */
+static int64_t counter(const hvds_launch_store_t* ls, const char* what) {
+  char key[256], val[32];
+  generation_key(ls, what, key, sizeof(key));
+  return hvds__store_server_get(ls->server, key, val, sizeof(val)) ? strtoll(val, NULL, 10) : 0;
+}
+
+/* Rank 0: until every rank that reached the store, itself included, is done with it, or wait_ms.
+ * A rank that never came (a failed start) is not waited for. */
+static void await_done(const hvds_launch_store_t* ls, int wait_ms) {
+  int64_t deadline = hvds__now_ms() + wait_ms;
+  for (;;) {
+    int64_t reached = counter(ls, "joined") + 1, done = counter(ls, "done");
+    if (done >= reached) return;
+    if (hvds__now_ms() >= deadline) {
+      HVDS_WARN("stopping the rendezvous store after %d ms although %lld of the %lld ranks that "
+                "reached it have not finished with it",
+                wait_ms, (long long)(reached - done), (long long)reached);
+      return;
+    }
+    sleep_ms(DONE_POLL_MS);
+  }
+}
+
 void hvds__launch_store_close(hvds_launch_store_t* ls, hvds_store_t* store, int wait_ms) {
   if (ls == NULL) return;
-  int64_t done = 0;
-  char all_done[256];
-  generation_key(ls, "all_done", all_done, sizeof(all_done));
   if (store != NULL) {
     char key[256];
+    int64_t done = 0;
     generation_key(ls, "done", key, sizeof(key));
-    if (hvds__store_add(store, key, 1, &done) == HVDS_SUCCESS && done >= ls->size)
-      hvds__store_set(store, all_done, "1", 1);
+    hvds__store_add(store, key, 1, &done);
   }
-  // Rank 0 keeps serving until every rank is done, so none loses the store mid-request.
-  if (ls->server != NULL && store != NULL && done < ls->size && wait_ms > 0) {
-    void* val = NULL;
-    size_t len = 0;
-    if (hvds__store_get(store, all_done, wait_ms, &val, &len) == HVDS_SUCCESS)
-      free(val);
-    else
-      HVDS_WARN(
-          "stopping the rendezvous store after %d ms although some of the %d ranks have "
-          "not finished with it",
-          wait_ms, ls->size);
-  }
+  // Rank 0 keeps serving until the others are done, so none loses the store mid-request.
+  if (ls->server != NULL && wait_ms > 0) await_done(ls, wait_ms);
   hvds__store_server_stop(ls->server);
   free(ls);
 }

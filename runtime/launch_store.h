@@ -2,8 +2,8 @@
  * serves it in-process for the life of one init, and keeps it up at shutdown until every rank
  * has said it is done with it.
  *
- * Shutdown and re-init: rank 0 stops the server once every rank has added itself to the
- * generation's "done" count (or after wait_ms), then a re-init starts a new server on the same
+ * Shutdown and re-init: rank 0 stops the server once every rank that reached it has added itself
+ * to the generation's "done" count (or after wait_ms), then a re-init starts a new server on the same
  * port. The server records which init (generation) it serves, and the other ranks wait until
  * the store they reach serves their generation, so a fast rank never talks to the old one. */
 #ifndef HVDS_LAUNCH_STORE_H_
@@ -32,9 +32,13 @@ hvds_result_t hvds__launch_store_open(const hvds_launch_env_t* env, const char* 
                                       size_t errlen);
 
 /* Says this rank is done with the store through store (NULL when it never connected). On rank 0
- * then waits up to wait_ms for every rank to say so and stops the server. Call before closing
- * store. Frees ls; accepts NULL; cannot fail. */
+ * then waits up to wait_ms for every rank that reached the store to say so (ranks that never
+ * came are not waited for) and stops the server. Call before closing store. Frees ls; accepts
+ * NULL; cannot fail. */
 void hvds__launch_store_close(hvds_launch_store_t* ls, struct hvds_store* store, int wait_ms);
+
+/* How many clients rank 0's server refused (a wrong secret, a bad greeting); 0 on other ranks. */
+int hvds__launch_store_refused(const hvds_launch_store_t* ls);
 
 #ifdef __cplusplus
 }

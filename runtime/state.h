@@ -141,6 +141,10 @@ typedef struct hvds_runtime {
   struct hvds_p2p* local;        /* init: ranks on this host */
   struct hvds_p2p* cross;        /* init: ranks with this local rank */
   pthread_t thread;
+  struct hvds_launch_store* self_served; /* init: the store rank 0 serves itself under mpirun,
+                                            srun or torchrun (launch_store.h); NULL otherwise */
+  int64_t start_deadline_ms;     /* init: start-up ends by then (HVDSPARSE_START_TIMEOUT) */
+  int bootstrap_failed;          /* init: the last start failed; rank 0's store lingers briefly */
   int started; /* init: an instance's coordinator thread runs (instance.c) */
 
   pthread_mutex_t qmu;           /* guards queues, psets table, wakeups */

@@ -51,6 +51,15 @@ const char* const kEngineVars[] = {"RANK",
                                    "SLURMD_NODENAME",
                                    "SLURM_JOB_ID",
                                    "SLURM_JOBID",
+                                   "PMI_RANK",
+                                   "PMI_SIZE",
+                                   "PMI_FD",
+                                   "PMI_PORT",
+                                   "PMI_JOBID",
+                                   "MPI_LOCALRANKID",
+                                   "MPI_LOCALNRANKS",
+                                   "PMIX_RANK",
+                                   "PMIX_NAMESPACE",
                                    "HVDSPARSE_RANK",
                                    "HVDSPARSE_SIZE",
                                    "HOROVOD_RANK",
@@ -72,11 +81,14 @@ struct Proc {
   std::string out;
   int status = -1;
   bool reaped = false;  // once waited for, the pid is no longer ours to signal
+  std::chrono::steady_clock::time_point started;
+  double eof_s = -1;  // seconds from its start to the end of its output
 };
 
 // Starts argv over this environment minus kEngineVars plus env; output into a pipe.
 Proc Start(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   Proc p;
+  p.started = std::chrono::steady_clock::now();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return p;
   pid_t pid = fork();
@@ -116,6 +128,9 @@ bool Collect(std::vector<Proc>& procs, std::chrono::steady_clock::time_point dea
       } else {
         close(owners[i]->fd);
         owners[i]->fd = -1;
+        owners[i]->eof_s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                         owners[i]->started)
+                               .count();
       }
     }
   }
@@ -195,6 +210,7 @@ JobResult Finish(std::vector<Proc>& procs, int timeout_s, bool launcher) {
     if (p.pid > 0 && !p.reaped && waitpid(p.pid, &st, 0) == p.pid) p.status = ExitCode(st);
     r.status.push_back(p.status);
     r.output.push_back(p.out);
+    r.seconds.push_back(p.eof_s);
   }
   return r;
 }
@@ -236,6 +252,13 @@ std::vector<std::string> SlurmEnv(int rank, int np, const std::string& job) {
           "SLURM_STEP_ID=0"};
 }
 
+// As MPICH's and Intel MPI's Hydra: no job id, so the port is given as a user would.
+std::vector<std::string> PmiEnv(int rank, int np, int port) {
+  return {"PMI_RANK=" + std::to_string(rank), "PMI_SIZE=" + std::to_string(np),
+          "MPI_LOCALRANKID=" + std::to_string(rank), "MPI_LOCALNRANKS=" + std::to_string(np),
+          "HVDSPARSE_GLOO_RENDEZVOUS_PORT=" + std::to_string(port)};
+}
+
 std::vector<std::string> TorchrunEnv(int rank, int np, int port) {
   return {"RANK=" + std::to_string(rank),
           "WORLD_SIZE=" + std::to_string(np),
@@ -255,6 +278,8 @@ const char* EngineName(Engine e) {
       return "slurm";
     case Engine::kTorchrun:
       return "torchrun";
+    case Engine::kPmi:
+      return "pmi";
   }
   return "?";
 }
@@ -282,8 +307,9 @@ JobResult RunJob(const JobSpec& s) {
   std::string job = SlurmJobId();
   int port = FreePort();
   for (int r = 0; r < s.np; r++) {
-    std::vector<std::string> env =
-        s.engine == Engine::kSlurm ? SlurmEnv(r, s.np, job) : TorchrunEnv(r, s.np, port);
+    std::vector<std::string> env = s.engine == Engine::kSlurm ? SlurmEnv(r, s.np, job)
+                                   : s.engine == Engine::kPmi ? PmiEnv(r, s.np, port)
+                                                              : TorchrunEnv(r, s.np, port);
     env.insert(env.end(), s.env.begin(), s.env.end());
     if (s.rank_env) {
       std::vector<std::string> mine = s.rank_env(r);

@@ -1,5 +1,5 @@
 // Starting an N-rank job the way another engine would: under mpirun, or as N processes given a
-// Slurm-like or a torchrun-style environment. Each job has a deadline; at it the processes this
+// Slurm-like, a torchrun-style or a PMI (MPICH/Intel MPI mpiexec) environment. Each job has a deadline; at it the processes this
 // harness started (and mpirun's own children) are killed by pid.
 #ifndef HVDS_TEST_LAUNCH_JOBS_H_
 #define HVDS_TEST_LAUNCH_JOBS_H_
@@ -10,7 +10,7 @@
 
 namespace launch_test {
 
-enum class Engine { kMpirun, kSlurm, kTorchrun };
+enum class Engine { kMpirun, kSlurm, kTorchrun, kPmi };
 
 const char* EngineName(Engine e);
 
@@ -18,6 +18,8 @@ struct JobResult {
   bool timed_out = false;
   std::vector<int> status;          // per process started: exit code, or 128 + signal
   std::vector<std::string> output;  // per process started, stdout and stderr interleaved
+  std::vector<double> seconds;      // per process: from the job's start until its output ended
+                                    // (it exited), or -1 when it was still running at the end
   bool AllExitedZero() const;
   std::string AllOutput() const;
 };
@@ -27,7 +29,8 @@ struct JobSpec {
   int np = 4;
   std::vector<std::string> argv;  // the worker command
   std::vector<std::string> env;   // NAME=VALUE for every rank
-  // Extra NAME=VALUE for one rank (Slurm and torchrun only: mpirun gives every rank the same).
+  // Extra NAME=VALUE for one rank (not mpirun: it gives every rank the same). A PMI job gets
+  // HVDSPARSE_GLOO_RENDEZVOUS_PORT, as a user would: Hydra names no job to derive a port from.
   std::function<std::vector<std::string>(int rank)> rank_env;
   int timeout_s = 60;
 };

@@ -1,10 +1,15 @@
 // Jobs started without `hvdsparse run` (docs/launching.md): four workers under mpirun, with a
-// Slurm-like environment and with a torchrun-style one find each other through rank 0's own
-// store, run every scenario of test/multiprocess/worker.c, and learn the right local and cross
-// identity.
+// Slurm-like environment, a torchrun-style one and MPICH's (PMI) find each other through rank
+// 0's own store, run the scenarios of test/multiprocess/worker.c, and learn the right local and
+// cross identity. A launcher that names no rank, a wrong secret and a rank that never starts
+// each end the job within the start timeout, with a message that names the cause.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -49,6 +54,16 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("basics", "allreduce", "allgather", "broadcast",
                                          "alltoall", "reducescatter", "barrier", "join", "errors",
                                          "reinit", "process_sets")),
+    [](const auto& info) {
+      return std::string(EngineName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+    });
+
+// MPICH's and Intel MPI's mpiexec (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS).
+INSTANTIATE_TEST_SUITE_P(
+    Pmi, Collectives,
+    ::testing::Combine(::testing::Values(Engine::kPmi),
+                       ::testing::Values("basics", "allreduce", "errors", "reinit",
+                                         "process_sets")),
     [](const auto& info) {
       return std::string(EngineName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
     });
@@ -117,7 +132,8 @@ TEST_P(Engines, OneHostGivesLocalSizeFourCrossSizeOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FourRanks, Engines,
-                         ::testing::Values(Engine::kMpirun, Engine::kSlurm, Engine::kTorchrun),
+                         ::testing::Values(Engine::kMpirun, Engine::kSlurm, Engine::kTorchrun,
+                                           Engine::kPmi),
                          [](const auto& info) { return std::string(EngineName(info.param)); });
 
 // Two "hosts" of two ranks each (named by the knob or by Slurm), and no local size from the
@@ -188,6 +204,131 @@ TEST(Errors, TorchrunStyleWithoutMasterAddrSaysWhatIsMissing) {
     EXPECT_NE(r.status[rank], 0) << r.AllOutput();
     EXPECT_NE(r.output[rank].find("MASTER_ADDR"), std::string::npos) << r.AllOutput();
   }
+}
+
+// ---- MPICH's mpiexec (Hydra): no job id in the environment ----
+
+// A directory holding `hydra_pmi_proxy`, a link to /bin/sh: started through it, a shell shows
+// the name Hydra's per-host proxy has, the parent of every rank it starts.
+std::string FakeHydraProxy() {
+  char dir[] = "/tmp/hvds_hydra_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return "";
+  std::string proxy = std::string(dir) + "/hydra_pmi_proxy";
+  if (symlink("/bin/sh", proxy.c_str()) != 0) return "";
+  return proxy;
+}
+
+TEST(Pmi, RanksOfOneHydraProxyNameTheJobByIt) {
+  std::string proxy = FakeHydraProxy();
+  ASSERT_NE(proxy, "");
+  // As Hydra's proxy: four ranks with PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS and
+  // PMI_FD, and no job id and no port.
+  std::string script =
+      "for r in 0 1 2 3; do PMI_RANK=$r PMI_SIZE=4 MPI_LOCALRANKID=$r MPI_LOCALNRANKS=4 "
+      "PMI_FD=9 \"$0\" allreduce & done; wait";
+  JobResult r = RunLauncher({proxy, "-c", script, HVDS_WORKER}, {}, 90);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_EQ(Count(r.AllOutput(), "PASS allreduce rank"), 4) << r.AllOutput();
+  unlink(proxy.c_str());
+  rmdir(proxy.substr(0, proxy.rfind('/')).c_str());
+}
+
+TEST(Pmi, RealHydraMpiexec) {
+  if (!Have(HVDS_HYDRA)) GTEST_SKIP() << "no MPICH mpiexec (mpiexec.hydra) found";
+  JobResult r = RunLauncher({HVDS_HYDRA, "-n", "4", HVDS_WORKER, "allreduce"}, {}, 120);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_TRUE(r.AllExitedZero()) << r.AllOutput();
+  EXPECT_EQ(Count(r.AllOutput(), "PASS allreduce rank"), 4) << r.AllOutput();
+}
+
+// ---- a launcher that started several processes without naming this one ----
+
+TEST(Errors, ALauncherThatNamesNoRankIsAnErrorNotSizeOne) {
+  struct Case {
+    std::vector<std::string> env;
+    const char* says;
+  } cases[] = {
+      {{"PMI_SIZE=4"}, "PMI_RANK, which names this one, is not set"},
+      {{"MPI_LOCALNRANKS=2", "PMI_FD=7"}, "PMI_RANK, which names this one, is not set"},
+      {{"PMI_FD=7"}, "PMI_FD is set"},
+      {{"WORLD_SIZE=8"}, "RANK, which names this one, is not set"},
+      {{"PMIX_RANK=1", "PMIX_NAMESPACE=prte-x@1"}, "no variable gives the job's size"},
+  };
+  for (const Case& c : cases) {
+    JobResult r = RunLauncher({HVDS_IDENTITY_WORKER}, c.env, 30);
+    ASSERT_FALSE(r.timed_out) << r.AllOutput();
+    EXPECT_EQ(r.status[0], 1) << r.AllOutput();
+    EXPECT_NE(r.output[0].find(c.says), std::string::npos) << r.AllOutput();
+    EXPECT_EQ(r.output[0].find("IDENTITY"), std::string::npos) << r.AllOutput();
+  }
+}
+
+// ---- start-up failures end within the start timeout (not the collectives' 30 s) ----
+
+constexpr int kStartTimeout = 5;
+// What a loaded machine may add: process start, teardown, the store's brief linger.
+constexpr double kSlackSeconds = 4;
+
+TEST(StartTimeout, AWrongSecretEndsEveryRankWithinIt) {
+  JobSpec s;
+  s.engine = Engine::kTorchrun;
+  s.argv = {HVDS_IDENTITY_WORKER};
+  s.env = {"HVDSPARSE_SECRET=0123456789abcdef",
+           "HVDSPARSE_START_TIMEOUT=" + std::to_string(kStartTimeout)};
+  s.rank_env = [](int r) -> std::vector<std::string> {
+    if (r == 3) return {"HVDSPARSE_SECRET=not-the-secret"};
+    return {};
+  };
+  s.timeout_s = 40;
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  for (int rank = 0; rank < 4; rank++) {
+    EXPECT_NE(r.status[rank], 0) << r.AllOutput();
+    EXPECT_LT(r.seconds[rank], kStartTimeout + kSlackSeconds) << "rank " << rank << "\n"
+                                                              << r.AllOutput();
+  }
+  EXPECT_NE(r.output[3].find("refused this job's secret"), std::string::npos) << r.AllOutput();
+  EXPECT_NE(r.output[0].find("rank 3 never published"), std::string::npos) << r.AllOutput();
+  EXPECT_NE(r.output[0].find("refused 1 connection"), std::string::npos) << r.AllOutput();
+  EXPECT_NE(r.output[1].find("within the start timeout"), std::string::npos) << r.AllOutput();
+}
+
+// Rank 3 never gets to init (it sleeps); the others end, naming it, within the start timeout.
+std::vector<std::string> Rank3NeverStarts(const char* rank_var) {
+  return {"/bin/sh", "-c",
+          std::string("if [ \"$") + rank_var + "\" = 3 ]; then exec sleep 600; fi; exec \"$0\"",
+          HVDS_IDENTITY_WORKER};
+}
+
+TEST(StartTimeout, ARankThatNeverStartsEndsTheOthersWithinIt) {
+  JobSpec s;
+  s.engine = Engine::kTorchrun;
+  s.argv = Rank3NeverStarts("RANK");
+  s.env = {"HVDSPARSE_START_TIMEOUT=" + std::to_string(kStartTimeout)};
+  s.timeout_s = kStartTimeout + 10;  // then the harness kills the sleeping rank 3
+  JobResult r = RunJob(s);
+  for (int rank = 0; rank < 3; rank++) {
+    EXPECT_NE(r.status[rank], 0) << r.AllOutput();
+    EXPECT_GE(r.seconds[rank], 0) << "rank " << rank << " still running\n" << r.AllOutput();
+    EXPECT_LT(r.seconds[rank], kStartTimeout + kSlackSeconds) << "rank " << rank << "\n"
+                                                              << r.AllOutput();
+    EXPECT_NE(r.output[rank].find("rank 3 never published"), std::string::npos) << r.AllOutput();
+  }
+}
+
+TEST(StartTimeout, UnderMpirunARankThatNeverStartsEndsTheJobWithinIt) {
+  if (!Have(HVDS_MPIRUN)) GTEST_SKIP() << "no mpirun found";
+  JobSpec s;
+  s.engine = Engine::kMpirun;
+  s.argv = Rank3NeverStarts("OMPI_COMM_WORLD_RANK");
+  s.env = {"HVDSPARSE_START_TIMEOUT=" + std::to_string(kStartTimeout)};
+  s.timeout_s = 60;
+  JobResult r = RunJob(s);
+  ASSERT_FALSE(r.timed_out) << r.AllOutput();
+  EXPECT_NE(r.status[0], 0) << r.AllOutput();
+  // mpirun ends the job once a rank fails; its own teardown comes on top.
+  EXPECT_LT(r.seconds[0], kStartTimeout + 2 * kSlackSeconds) << r.AllOutput();
+  EXPECT_NE(r.output[0].find("rank 3 never published"), std::string::npos) << r.AllOutput();
 }
 
 // ---- the real torchrun, whose agent already serves its own store on MASTER_PORT ----

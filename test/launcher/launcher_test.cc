@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "hosts.h"
 #include "run_args.h"
 #include "spawn.h"
@@ -26,6 +27,8 @@
 #endif
 
 namespace {
+
+using hvds_test::Args;
 
 // ---------------------------------------------------------------- hosts
 
@@ -135,19 +138,6 @@ TEST(Hosts, LocalNames) {
 
 // ---------------------------------------------------------------- flags and environment
 
-struct Args {
-  explicit Args(std::vector<std::string> words) : words_(std::move(words)) {
-    for (auto& w : words_) argv_.push_back(&w[0]);
-    argv_.push_back(nullptr);
-  }
-  hvds_result_t Parse(hvds_run_args_t* a) {
-    return hvds__run_args_parse(static_cast<int>(words_.size()), argv_.data(), a, err,
-                                sizeof(err));
-  }
-  std::vector<std::string> words_;
-  std::vector<char*> argv_;
-  char err[512] = "";
-};
 
 TEST(RunArgs, FlagsBecomeKnobs) {
   Args w({"-np", "4", "-H", "a:2,b:2", "--fusion-threshold-mb", "32", "--cycle-time-ms=2.5",
@@ -334,6 +324,31 @@ TEST(Spawn, RemoteCommandLines) {
   }
 }
 
+TEST(Spawn, SshWorkersGetTheLaunchersEnvironmentButTheDenyList) {
+  setenv("HVDS_T_FORWARDED", "a b", 1);
+  setenv("SSH_AUTH_SOCK", "/tmp/agent.sock", 1);
+  setenv("CUDA_VISIBLE_DEVICES", "3", 1);
+  setenv("OLDPWD", "/somewhere", 1);
+  setenv("HVDSPARSE_SECRET", "launchers-own", 1);
+  Job j({"-np", "1", "-H", "remote-host:1", "env"}, 1);
+  hvds_env_list_t env;
+  ASSERT_EQ(hvds__worker_env(&j.job, 0, &env), HVDS_SUCCESS);
+  char** argv = nullptr;
+  ASSERT_EQ(hvds__worker_argv(&j.job, 0, &env, &argv), HVDS_SUCCESS);
+  std::string line;
+  for (char** p = argv; *p; p++) line = *p;  // the remote command line is the last word
+  EXPECT_NE(line.find(" 'HVDS_T_FORWARDED=a b'"), std::string::npos) << line;
+  EXPECT_NE(line.find(" 'PATH="), std::string::npos) << line;
+  for (const char* gone : {"SSH_AUTH_SOCK", "CUDA_VISIBLE_DEVICES", "OLDPWD", "launchers-own"})
+    EXPECT_EQ(line.find(gone), std::string::npos) << gone << " travelled: " << line;
+  EXPECT_NE(line.find(std::string(" HVDSPARSE_SECRET='") + j.job.secret + "'"), std::string::npos);
+  hvds__argv_free(argv);
+  hvds__env_list_free(&env);
+  for (const char* v : {"HVDS_T_FORWARDED", "SSH_AUTH_SOCK", "CUDA_VISIBLE_DEVICES", "OLDPWD",
+                        "HVDSPARSE_SECRET"})
+    unsetenv(v);
+}
+
 // ---------------------------------------------------------------- end to end
 
 struct Result {
@@ -355,8 +370,9 @@ std::string TempDir() {
 }
 
 // Starts the launcher with stdout and stderr going to files in dir.
-pid_t StartLauncher(const std::vector<std::string>& args, const std::string& dir) {
-  std::vector<std::string> words = {HVDSPARSE_BIN};
+pid_t StartLauncher(const std::vector<std::string>& args, const std::string& dir,
+                    const char* bin = HVDSPARSE_BIN) {
+  std::vector<std::string> words = {bin};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(&w[0]);
@@ -399,6 +415,10 @@ Result Finish(pid_t pid, const std::string& dir, int timeout_s) {
 Result RunLauncher(const std::vector<std::string>& args, int timeout_s = 30) {
   std::string dir = TempDir();
   return Finish(StartLauncher(args, dir), dir, timeout_s);
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 // True once pid no longer names a live process (a zombie awaiting its reaper counts as gone).
@@ -524,6 +544,88 @@ TEST(EndToEnd, BadCommandLineAndCheckBuild) {
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("Available Controllers:\n    [ ] MPI\n    [X] Gloo"), std::string::npos)
       << r.out;
+}
+
+TEST(EndToEnd, HorovodrunTakesHorovodFlagsAndConfigFileWithTheAliasOn) {
+  std::string dir = TempDir();
+  std::ofstream(dir + "/config.yaml") << "params:\n  fusion_threshold_mb: 4\n  cycle_time_ms: 3\n"
+                                         "library_options:\n  num_nccl_streams: 2\n";
+  pid_t pid = StartLauncher({"-np", "2", "--mpi", "--tcp", "--cycle-time-ms", "7",
+                             "--config-file", dir + "/config.yaml", "--network-interface", "lo",
+                             "sh", "-c",
+                             "echo $HOROVOD_FUSION_THRESHOLD $HOROVOD_CYCLE_TIME "
+                             "$HVDSPARSE_GLOO_IFACE $HVDSPARSE_HOROVOD_ALIAS"},
+                            dir, HOROVODRUN_BIN);
+  Result r = Finish(pid, dir, 30);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[1]<stdout>:4194304 7 lo 1\n"), std::string::npos) << r.out;
+  for (const char* warned : {"--mpi has no effect", "--tcp has no effect",
+                             "config file key library_options.num_nccl_streams has no effect"})
+    EXPECT_NE(r.err.find(warned), std::string::npos) << warned << "\n" << r.err;
+  r = Finish(StartLauncher({"-np", "2", "--min-np", "1", "true"}, dir, HOROVODRUN_BIN), dir, 30);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--min-np: elastic training"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+}
+
+TEST(EndToEnd, ACommandThatCannotRunSaysWhy) {
+  std::string dir = TempDir();
+  std::ofstream(dir + "/t.py") << "print(1)\n";  // not executable
+  Result r = RunLauncher({"run", "-np", "1", dir + "/t.py"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot execute " + dir + "/t.py: permission denied"), std::string::npos)
+      << r.err;
+  r = RunLauncher({"run", "-np", "1", "hvds-no-such-command"});
+  EXPECT_NE(r.err.find("cannot execute hvds-no-such-command: not found in PATH"),
+            std::string::npos)
+      << r.err;
+}
+
+// Two ranks fail while the launcher is stopped, rank 1 well before rank 0: seen in one wake-up,
+// the first to exit is still the one named.
+TEST(EndToEnd, TheFirstFailureNamedIsTheFirstToExit) {
+  if (access("/proc/self/sched", R_OK) != 0) GTEST_SKIP() << "the kernel shows no exit times";
+  std::string dir = TempDir();
+  std::string script = "echo $$ >> " + dir + "/pids; while [ ! -e " + dir +
+                       "/go ]; do sleep 0.02; done; "
+                       "if [ $HVDSPARSE_RANK = 0 ]; then sleep 0.5; exit 5; fi; exit 3";
+  pid_t launcher = StartLauncher({"run", "-np", "2", "sh", "-c", script}, dir);
+  std::vector<pid_t> pids = WaitPids(dir, 2, 20000);
+  ASSERT_EQ(pids.size(), 2u);
+  kill(launcher, SIGSTOP);
+  std::ofstream(dir + "/go") << "";
+  bool both = GoneWithin(pids[0], 10000) && GoneWithin(pids[1], 10000);
+  kill(launcher, SIGCONT);
+  Result r = Finish(launcher, dir, 30);
+  ASSERT_TRUE(both) << "the workers did not exit";
+  EXPECT_NE(r.err.find("The first process to do so was:\nProcess name: 1\nExit code: 3"),
+            std::string::npos)
+      << r.err;
+}
+
+// Rank 2 never gets to init: the others give up at the start timeout, the launcher names it and
+// ends the job at once (nobody is left to explain anything), sleeping rank 2 included.
+TEST(EndToEnd, ARankThatNeverStartsEndsTheJobWithinTheStartTimeout) {
+  std::string dir = TempDir();
+  std::string script = "if [ $HVDSPARSE_RANK = 2 ]; then echo $$ >> " + dir +
+                       "/pids; exec sleep 600; fi; exec \"$0\" basics";
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t launcher = StartLauncher(
+      {"run", "-np", "3", "--start-timeout", "5", "sh", "-c", script, HVDS_MP_WORKER}, dir);
+  Result r = Finish(launcher, dir, 60);
+  double took = Seconds(t0);
+  std::vector<pid_t> pids = WaitPids(dir, 1, 1000);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_LT(took, 5 + 4.0) << r.out << r.err;
+  EXPECT_NE(r.err.find("not every rank reached rendezvous within the start timeout"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("Rank 2 never reached rendezvous"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 2 never published its address"), std::string::npos) << r.err;
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(GoneWithin(pids[0], 2000)) << "rank 2 (pid " << pids[0] << ") survived";
+  for (pid_t p : pids)
+    if (!Gone(p)) kill(p, SIGKILL);
 }
 
 }  // namespace
