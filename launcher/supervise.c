@@ -19,7 +19,9 @@
 
 #include "arrivals.h"
 #include "clock.h"
+#include "exit_clock.h"
 #include "log.h"
+#include "store_keys.h"
 
 #define TICK_MS 1000
 #define DRAIN_MS 2000
@@ -115,7 +117,7 @@ static void on_failure(state_t* st, const hvds_worker_t* w) {
   fflush(stderr);
   if (st->sv->store != NULL) {
     char key[128];
-    snprintf(key, sizeof(key), "hvds/%s/failed", st->sv->job->job_id);
+    snprintf(key, sizeof(key), HVDS_KEY_FAILED, st->sv->job->job_id);
     hvds__store_server_set(st->sv->store, key, what, strlen(what));
   }
   st->first_failed = (int)(w - st->sv->workers);
@@ -182,29 +184,20 @@ static int only_absent_left(const state_t* st) {
   return 1;
 }
 
-/* When the kernel last ran pid (its exit, for a zombie), in ms of the scheduler's clock, from
- * /proc/<pid>/sched; -1 where the kernel does not say. Orders exits seen in one wake-up. */
-static double exit_clock_ms(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof(path), "/proc/%d/sched", (int)pid);
-  FILE* f = fopen(path, "r");
-  double ms = -1;
-  while (f != NULL && ms < 0 && fgets(line, sizeof(line), f) != NULL)
-    if (strncmp(line, "se.exec_start", 13) == 0) sscanf(strchr(line, ':') + 1, "%lf", &ms);
-  if (f != NULL) fclose(f);
-  return ms;
-}
-
 /* Of the n workers idx[] that exited in one wake-up, the one that failed first, or -1. The
  * supervisor may have been off the CPU while several exited: a peer that failed because the
  * first one died is often seen alongside it, and index order would name the wrong one. */
 static int first_failure(const hvds_supervisor_t* sv, const int* idx, int n) {
+  pid_t pids[n > 0 ? n : 1];
+  double exit_ms[n > 0 ? n : 1];
+  for (int i = 0; i < n; i++) pids[i] = sv->workers[idx[i]].pid;
+  if (n > 1) hvds__exit_times_ms(pids, n, exit_ms);
   int best = -1;
   double best_ms = 0;
   for (int i = 0; i < n; i++) {
     const hvds_worker_t* w = &sv->workers[idx[i]];
     if (!w->signaled && w->status == 0) continue;
-    double ms = exit_clock_ms(w->pid);
+    double ms = n > 1 ? exit_ms[i] : -1;
     if (best < 0 || (ms >= 0 && (best_ms < 0 || ms < best_ms))) {
       best = idx[i];
       best_ms = ms;
@@ -289,7 +282,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
     // A rank that stopped first with a reason (an uncaught exception) said why through the
     // store: it is the cause, even when a peer exited before it.
     char key[160], why[700];
-    snprintf(key, sizeof(key), "hvds/%s/stop_first", sv->job->job_id);
+    snprintf(key, sizeof(key), HVDS_KEY_STOP_FIRST, sv->job->job_id);
     if (sv->store != NULL && hvds__store_server_get(sv->store, key, why, sizeof(why)))
       fprintf(stderr, "%s\n", why);
     if (absent[0])
