@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store_keys.h"
+
 hvds_result_t hvds__arrivals_init(hvds_arrivals_t* a, int np) {
   memset(a, 0, sizeof(*a));
   a->arrived = calloc((size_t)np, 1);
@@ -17,13 +19,13 @@ int hvds__arrivals_update(hvds_arrivals_t* a, hvds_store_server_t* store, const 
                           int64_t now_ms) {
   if (a->arrived == NULL || a->count >= a->np) return 0;
   char key[160], val[32];
-  snprintf(key, sizeof(key), "hvds/%s/arrived", job_id);
+  snprintf(key, sizeof(key), HVDS_KEY_ARRIVED, job_id);
   // The per-rank keys are the truth; the counter only says when to look again.
   if (!hvds__store_server_get(store, key, val, sizeof(val)) || atoi(val) == a->count) return 0;
   int before = a->count;
   for (int r = 0; r < a->np; r++) {
     if (a->arrived[r]) continue;
-    snprintf(key, sizeof(key), "hvds/%s/arrived/%d", job_id, r);
+    snprintf(key, sizeof(key), HVDS_KEY_ARRIVED_RANK, job_id, r);
     if (hvds__store_server_get(store, key, val, sizeof(val))) {
       a->arrived[r] = 1;
       a->count++;

@@ -13,6 +13,7 @@
 #include "coordinator.h"
 #include "cpu_budget.h"
 #include "dtype.h"
+#include "execute.h"
 #include "handle.h"
 #include "instance.h"
 #include "log.h"
@@ -22,6 +23,7 @@
 #include "process_set.h"
 #include "state.h"
 #include "store.h"
+#include "store_keys.h"
 #include "tcp_polling.h"
 #include "thread_priority.h"
 #include "timeline.h"
@@ -147,13 +149,13 @@ static void publish_stop_reason(hvds_runtime_t* rt) {
   char count[256], key[256], text[700];
   int n = snprintf(text, sizeof text, "Rank %d stopped first, %s.", rt->rank, rt->stop_reason);
   size_t len = n < (int)sizeof text ? (size_t)n : sizeof text - 1;
-  snprintf(count, sizeof count, "%s/g%d/stop_count", rt->job, rt->generation);
-  snprintf(key, sizeof key, "%s/g%d/stop_first", rt->job, rt->generation);
+  snprintf(count, sizeof count, HVDS_KEY_GEN_STOP_COUNT, rt->job, rt->generation);
+  snprintf(key, sizeof key, HVDS_KEY_GEN_STOP_FIRST, rt->job, rt->generation);
   if (!hvds__store_set_first(rt->store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS))
     return;
   // The launcher's copy (it names the first worker to exit, which need not be this one).
-  snprintf(count, sizeof count, "hvds/%s/stop_count", rt->job);
-  snprintf(key, sizeof key, "hvds/%s/stop_first", rt->job);
+  snprintf(count, sizeof count, HVDS_KEY_STOP_COUNT, rt->job);
+  snprintf(key, sizeof key, HVDS_KEY_STOP_FIRST, rt->job);
   hvds__store_set_first(rt->store, count, key, text, len, HVDS_STORE_STOPPING_REPLY_MS);
 }
 
@@ -183,9 +185,7 @@ hvds_result_t hvds_shutdown(void) {
   rt->timeline = NULL;
   hvds__bootstrap_teardown(rt);
   hvds__autotune_free(rt);
-  free(rt->fusion_buf);
-  rt->fusion_buf = NULL;
-  rt->fusion_cap = 0;
+  hvds__fusion_buffer_free(rt);
   pthread_mutex_unlock(&rt->life_mu);
   return HVDS_SUCCESS;
 }

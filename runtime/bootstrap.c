@@ -17,6 +17,7 @@
 #include "process_set.h"
 #include "state.h"
 #include "store.h"
+#include "store_keys.h"
 #include "tags.h"
 #include "transports.h"
 
@@ -155,14 +156,14 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
                            addr, port, err);
   char key[256];
   int64_t count;
-  snprintf(key, sizeof(key), "hvds/%s/arrived", rt->job);
+  snprintf(key, sizeof(key), HVDS_KEY_ARRIVED, rt->job);
   hvds__store_add(rt->store, key, 1, &count);
-  snprintf(key, sizeof(key), "hvds/%s/arrived/%d", rt->job, rt->rank);
+  snprintf(key, sizeof(key), HVDS_KEY_ARRIVED_RANK, rt->job, rt->rank);
   hvds__store_set(rt->store, key, "1", 1);
 
   hvds_kv_t kv = {rt->store, kv_set, kv_get};
   char prefix[256];
-  snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt->job, rt->generation);
+  snprintf(prefix, sizeof(prefix), HVDS_KEY_GEN_WORLD, rt->job, rt->generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
   const char* transport = hvds__param_str(HVDS_PARAM_TRANSPORT);
   /* No interface named: listen where the store connection leaves from, so that a job whose

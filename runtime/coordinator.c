@@ -18,6 +18,7 @@
 #include "p2p.h"
 #include "param.h"
 #include "store.h"
+#include "store_keys.h"
 #include "thread_priority.h"
 #include "timeline.h"
 
@@ -113,11 +114,11 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
   char root[700] = "";
   if (rt->store) {
     char count[256], key[256];
-    snprintf(count, sizeof(count), "%s/fault_count", rt->job);
-    snprintf(key, sizeof(key), "%s/fault", rt->job);
+    snprintf(count, sizeof(count), HVDS_KEY_FAULT_COUNT, rt->job);
+    snprintf(key, sizeof(key), HVDS_KEY_FAULT, rt->job);
     hvds__store_set_first(rt->store, count, key, seen, strlen(seen), HVDS_STORE_STOPPING_REPLY_MS);
     /* The rank the failure started at, from every failing rank's report (fault_cause.h). */
-    snprintf(key, sizeof(key), "hvds/%s/failed", rt->job);
+    snprintf(key, sizeof(key), HVDS_KEY_FAILED, rt->job);
     hvds__fault_root_cause(rt->store, rt->job, rt->generation, rt->rank, rt->size, fault_peer(s),
                            rc, key, root, sizeof(root));
     /* The launcher records which worker exited; give it a moment to notice (seconds on a
@@ -131,7 +132,7 @@ void hvds__record_fault(hvds_pset_t* s, hvds_result_t rc) {
       snprintf(root, sizeof(root), " Root cause: %.*s.", (int)len, (char*)val);
       free(val);
     } else {
-      snprintf(key, sizeof(key), "%s/fault", rt->job);
+      snprintf(key, sizeof(key), HVDS_KEY_FAULT, rt->job);
       if (hvds__store_get_within(rt->store, key, 200, HVDS_STORE_STOPPING_REPLY_MS, &val, &len) ==
           HVDS_SUCCESS) {
         snprintf(root, sizeof(root), " First failure reported: %.*s.", (int)len, (char*)val);
@@ -229,7 +230,7 @@ static void learn_peer_stop_reason(hvds_runtime_t* rt) {
   char key[256];
   void* val = NULL;
   size_t len = 0;
-  snprintf(key, sizeof key, "%s/g%d/stop_first", rt->job, rt->generation);
+  snprintf(key, sizeof key, HVDS_KEY_GEN_STOP_FIRST, rt->job, rt->generation);
   if (hvds__store_get_within(rt->store, key, 0, HVDS_STORE_STOPPING_REPLY_MS, &val, &len) ==
       HVDS_SUCCESS)
     snprintf(rt->fatal, sizeof rt->fatal, "%.*s", (int)len, (const char*)val);

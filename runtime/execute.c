@@ -64,6 +64,12 @@ void* hvds__fusion_buffer(hvds_runtime_t* rt, size_t bytes) {
   return rt->fusion_buf;
 }
 
+void hvds__fusion_buffer_free(hvds_runtime_t* rt) {
+  free(rt->fusion_buf);
+  rt->fusion_buf = NULL;
+  rt->fusion_cap = 0;
+}
+
 double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r) {
   double f = r->postscale;
   if (r->reduce_op == HVDS_AVERAGE) f /= (double)s->n;

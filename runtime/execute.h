@@ -26,6 +26,8 @@ void hvds__entry_finish(hvds_runtime_t* rt, hvds_entry_t* e, hvds_result_t statu
 void hvds__entry_free(hvds_entry_t* e);
 /* Allocates output i of e's handle with the given shape; NULL on failure (entry completed). */
 void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* shape, size_t bytes);
+/* Frees the fusion buffer (at shutdown). */
+void hvds__fusion_buffer_free(hvds_runtime_t* rt);
 /* Ensures the fusion buffer holds at least bytes. */
 void* hvds__fusion_buffer(hvds_runtime_t* rt, size_t bytes);
 /* Scale factor to apply after reducing (Average divides by the set size). */

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "store_keys.h"
 
 #define POLL_MS 20
 /* How long a rank that was timed out on gets to publish its own report: the ranks of a chain
@@ -47,7 +48,7 @@ static void sleep_ms(int ms) {
 /* Rank r's report, without waiting: 1 and *peer, *kind when there is one. */
 static int report_of(hvds_store_t* st, const char* prefix, int r, int* peer, char* kind) {
   char key[320];
-  snprintf(key, sizeof(key), "%s/blame/%d", prefix, r);
+  snprintf(key, sizeof(key), HVDS_KEY_BLAME, prefix, r);
   void* val = NULL;
   size_t len = 0;
   if (hvds__store_get_within(st, key, 0, REPLY_MS, &val, &len) != HVDS_SUCCESS) return 0;
@@ -72,7 +73,7 @@ static int exit_of(hvds_store_t* st, const char* launcher_key, int r, char* text
 /* How many ranks reported timing out waiting for rank r (0 when none or unknown). */
 static int64_t timeouts_on(hvds_store_t* st, const char* prefix, int r) {
   char key[320];
-  snprintf(key, sizeof(key), "%s/timeouts/%d", prefix, r);
+  snprintf(key, sizeof(key), HVDS_KEY_TIMEOUTS, prefix, r);
   int64_t n = 0;
   return hvds__store_add_within(st, key, 0, &n, REPLY_MS) == HVDS_SUCCESS ? n : 0;
 }
@@ -99,13 +100,13 @@ static verdict_t hear_from(hvds_store_t* st, const char* prefix, const char* lau
 static int publish(hvds_store_t* store, const char* prefix, int rank, int peer, char edge) {
   char key[320], val[32];
   int64_t n;
-  snprintf(key, sizeof(key), "%s/blame/%d", prefix, rank);
+  snprintf(key, sizeof(key), HVDS_KEY_BLAME, prefix, rank);
   snprintf(val, sizeof(val), "%d %c", peer, edge);
   if (hvds__store_set_within(store, key, val, strlen(val), REPLY_MS) != HVDS_SUCCESS) return 0;
-  snprintf(key, sizeof(key), "%s/reported", prefix);
+  snprintf(key, sizeof(key), HVDS_KEY_REPORTED, prefix);
   hvds__store_add_within(store, key, 1, &n, REPLY_MS);
   if (edge == 'T' && peer >= 0) {
-    snprintf(key, sizeof(key), "%s/timeouts/%d", prefix, peer);
+    snprintf(key, sizeof(key), HVDS_KEY_TIMEOUTS, prefix, peer);
     hvds__store_add_within(store, key, 1, &n, REPLY_MS);
   }
   return 1;
@@ -161,7 +162,7 @@ static void find_silent(hvds_store_t* store, const char* prefix, const char* lau
                         int size, char* out, size_t outlen) {
   if (size > SCAN_MAX_RANKS) return;
   char key[320];
-  snprintf(key, sizeof(key), "%s/reported", prefix);
+  snprintf(key, sizeof(key), HVDS_KEY_REPORTED, prefix);
   int64_t start = hvds__now_ms(), reported = 0;
   while (hvds__store_add_within(store, key, 0, &reported, REPLY_MS) == HVDS_SUCCESS &&
          reported < size - 1 &&
@@ -191,7 +192,7 @@ void hvds__fault_root_cause(hvds_store_t* store, const char* job, int generation
   out[0] = '\0';
   if (store == NULL || size <= 0) return;
   char prefix[256];
-  snprintf(prefix, sizeof(prefix), "%s/g%d", job, generation);
+  snprintf(prefix, sizeof(prefix), HVDS_KEY_GEN, job, generation);
   if (peer < 0 || peer >= size || peer == rank) peer = -1;
   char edge = rc == HVDS_TIMEOUT ? 'T' : 'C';
   if (!publish(store, prefix, rank, peer, edge)) return;

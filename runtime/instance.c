@@ -7,6 +7,7 @@
 
 #include "collectives.h"
 #include "coordinator.h"
+#include "execute.h"
 #include "handle.h"
 #include "log.h"
 #include "param.h"
@@ -142,9 +143,7 @@ void hvds__instance_close(hvds_runtime_t* rt) {
   atomic_store(&rt->initialized, 0);
   hvds__instance_destroy_sets(rt);
   hvds__handle_table_free(rt);
-  free(rt->fusion_buf);
-  rt->fusion_buf = NULL;
-  rt->fusion_cap = 0;
+  hvds__fusion_buffer_free(rt);
   pthread_cond_destroy(&rt->hcv);
   pthread_mutex_destroy(&rt->hmu);
   pthread_cond_destroy(&rt->qcv);

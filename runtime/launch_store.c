@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store.h"
+#include "store_keys.h"
 
 #define PROBE_RETRY_MS 50
 #define DONE_POLL_MS 5
@@ -31,11 +32,11 @@ static void sleep_ms(int ms) {
 }
 
 static void serving_key(const hvds_launch_store_t* ls, char* out, size_t len) {
-  snprintf(out, len, "hvds/%s/serving", ls->job);
+  snprintf(out, len, HVDS_KEY_SERVING, ls->job);
 }
 
 static void generation_key(const hvds_launch_store_t* ls, const char* what, char* out, size_t len) {
-  snprintf(out, len, "hvds/%s/g%d/%s", ls->job, ls->generation, what);
+  snprintf(out, len, HVDS_KEY_SERVED, ls->job, ls->generation, what);
 }
 
 /* Rank 0: listen, then record which generation this server belongs to. */

@@ -217,26 +217,18 @@ static void get(reader_t* r, void* out, size_t n) {
   r->left -= n;
 }
 
-static uint32_t get_u32(reader_t* r) {
-  uint32_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
-static int32_t get_i32(reader_t* r) {
-  int32_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
-static int64_t get_i64(reader_t* r) {
-  int64_t v;
-  get(r, &v, sizeof v);
-  return v;
-}
-static double get_f64(reader_t* r) {
-  double v;
-  get(r, &v, sizeof v);
-  return v;
-}
+/* Typed readers over get(): sizeof(T) bytes each. */
+#define TYPED_READER(name, T) \
+  static T name(reader_t* r) {  \
+    T v;                        \
+    get(r, &v, sizeof v);       \
+    return v;                   \
+  }
+TYPED_READER(get_u32, uint32_t)
+TYPED_READER(get_i32, int32_t)
+TYPED_READER(get_i64, int64_t)
+TYPED_READER(get_f64, double)
+#undef TYPED_READER
 
 /* Returns a malloc'd NUL-terminated string, or NULL (with r->bad set on malformed input). An
  * empty string decodes to NULL when allow_null. */

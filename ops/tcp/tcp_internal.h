@@ -89,7 +89,7 @@ typedef struct {
 hvds_result_t hvds__tcp_fail(tcp_t* t, hvds_result_t rc, int peer, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* tcp_progress.c (coordinator thread only) */
+/* tcp_progress.c (the one thread running this communicator's collectives at a time) */
 /* One round of the engine: polls every connection (and the eventfd) for up to timeout_ms (< 0:
  * no limit), then reads and writes whatever is ready. Returns a failure only when the whole
  * communicator failed; a single peer's broken connection marks that peer dead. */

@@ -1,4 +1,5 @@
-/* The progress engine of the TCP transport: runs in the calling (coordinator) thread only.
+/* The progress engine of the TCP transport: runs in the calling thread, the one running this
+ * communicator's collectives (the coordinator, or a caller that runs the cycle while it waits).
  *
  * Sends are eager: a send is queued on its peer and written as far as the socket takes; the rest
  * is written whenever poll() finds the socket writable. Reads go through a per-peer staging

@@ -29,6 +29,7 @@
 #include "process_set.h"
 #include "shm_p2p.h"
 #include "store.h"
+#include "store_keys.h"
 #include "tags.h"
 #include "topology.h"
 #include "transports.h"
@@ -80,7 +81,7 @@ static hvds_result_t setup_shm(hvds_runtime_t* rt, const char* host, shm_place_t
     return HVDS_SUCCESS;
   hvds_kv_t kv = {rt->store, kv_set, kv_get};
   char prefix[512], err[512] = "";
-  snprintf(prefix, sizeof prefix, "%s/g%d/shm/%s", rt->job, rt->generation, host ? host : "");
+  snprintf(prefix, sizeof prefix, HVDS_KEY_GEN_SHM, rt->job, rt->generation, host ? host : "");
   hvds_shm_options_t so = HVDS_SHM_OPTIONS_INIT;
   so.ring_bytes = (size_t)hvds__param_int(HVDS_PARAM_SHM_RING_BYTES);
   so.poll_us = (int)hvds__param_int(HVDS_PARAM_SHM_POLL_US);

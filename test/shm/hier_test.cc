@@ -1,5 +1,5 @@
 // The runtime over shared memory and the hierarchical allreduce, end to end: jobs of real
-// processes started torchrun-style (test/launch/jobs.h), with "hosts" made by giving ranks
+// processes started torchrun-style (test/launch_env/jobs.h), with "hosts" made by giving ranks
 // different HVDSPARSE_HOSTNAMEs on this one machine, each running hier_worker (allreduces of
 // every size class through whatever path the job's layout selects, checked).
 #include <gtest/gtest.h>

@@ -118,17 +118,22 @@ void ExpectIdentity(const Identity& id, int r, int np, int per_host) {
 
 class Engines : public ::testing::TestWithParam<Engine> {};
 
-TEST_P(Engines, OneHostGivesLocalSizeFourCrossSizeOne) {
-  SKIP_WITHOUT_MPIRUN(GetParam());
-  JobSpec s;
-  s.engine = GetParam();
-  s.argv = {HVDS_IDENTITY_WORKER};
+// Runs s (four ranks) and checks every rank's identity: rank r of 4, local size local_size.
+void ExpectFourRanks(const JobSpec& s, int local_size) {
   JobResult r = RunJob(s);
   ASSERT_FALSE(r.timed_out) << r.AllOutput();
   ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
   std::vector<Identity> ids = Identities(r, 4);
   ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
-  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 4);
+  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, local_size);
+}
+
+TEST_P(Engines, OneHostGivesLocalSizeFourCrossSizeOne) {
+  SKIP_WITHOUT_MPIRUN(GetParam());
+  JobSpec s;
+  s.engine = GetParam();
+  s.argv = {HVDS_IDENTITY_WORKER};
+  ExpectFourRanks(s, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(FourRanks, Engines,
@@ -145,12 +150,7 @@ TEST(Topology, TorchrunStyleTwoHostsWithoutLocalRankOrSize) {
   s.rank_env = [](int r) -> std::vector<std::string> {
     return {"HVDSPARSE_HOSTNAME=host" + std::to_string(r / 2), "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
   };
-  JobResult r = RunJob(s);
-  ASSERT_FALSE(r.timed_out) << r.AllOutput();
-  ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
-  std::vector<Identity> ids = Identities(r, 4);
-  ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
-  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 2);
+  ExpectFourRanks(s, 2);
 }
 
 TEST(Topology, SlurmTwoNodes) {
@@ -161,12 +161,7 @@ TEST(Topology, SlurmTwoNodes) {
     return {"SLURMD_NODENAME=node" + std::to_string(r / 2),
             "SLURM_LOCALID=" + std::to_string(r % 2), "SLURM_NODELIST=localhost,127.0.0.1"};
   };
-  JobResult r = RunJob(s);
-  ASSERT_FALSE(r.timed_out) << r.AllOutput();
-  ASSERT_TRUE(r.AllExitedZero()) << r.AllOutput();
-  std::vector<Identity> ids = Identities(r, 4);
-  ASSERT_EQ(ids.size(), 4u) << r.AllOutput();
-  for (int rank = 0; rank < 4; rank++) ExpectIdentity(ids[rank], rank, 4, 2);
+  ExpectFourRanks(s, 2);
 }
 
 // ---- the store's secret and a missing address ----
