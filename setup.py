@@ -10,8 +10,9 @@ commands look.
 The wheel is tagged for this platform (py3-none-<platform>): it carries a native library but no
 Python extension, so any Python 3 of that platform loads it.
 
-The CUDA kernels are not built here: the library and the launchers do not use them (docs/gpu.md;
-`make test-gpu` builds and checks them)."""
+The device library (libhvdsparse_device.so: the CUDA kernels and the NCCL backend) is not built
+here; the runtime loads one on demand, from HVDSPARSE_DEVICE_LIBRARY or beside the library
+(docs/gpu.md)."""
 import os
 import shutil
 import subprocess

@@ -14,17 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device_library.h"
 #include "env.h"
 #include "hvdsparse.h"
 #include "launcher.h"
 #include "run_args.h"
 #include "spawn.h"
 
-#ifdef HVDS_HAVE_NCCL
-#define HAVE_NCCL 1
-#else
-#define HAVE_NCCL 0
-#endif
 #ifdef HVDS_HAVE_CUDA
 #define HAVE_CUDA 1
 #else
@@ -35,12 +31,7 @@
 #else
 #define HAVE_HWLOC 0
 #endif
-/* What this build compiled: the CUDA kernels (cuda/) and the NCCL backend (ops/nccl/). */
-#ifdef HVDS_BUILD_CUDA
-#define BUILT_CUDA 1
-#else
-#define BUILT_CUDA 0
-#endif
+/* Whether this build made the device library (ops/nccl/ and cuda/). */
 #ifdef HVDS_BUILD_NCCL
 #define BUILT_NCCL 1
 #else
@@ -175,6 +166,28 @@ static void framework_line(const char* name, const char* python, const import_t*
   printf("\n");
 }
 
+/* The device library as this process finds it (the runtime finds it the same way), else why
+ * not and what the build made. */
+static void device_line(void) {
+  char why[512], path[PATH_MAX];
+  const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), path, sizeof(path));
+  if (api == NULL) {
+    printf("    [ ] device library (%s; %s)\n", why,
+           BUILT_NCCL  ? "this build made one: is it installed beside libhvdsparse.so?"
+           : HAVE_CUDA ? "this build made none: CUDA off, or no nvcc or NCCL"
+                       : "this build found no CUDA toolkit");
+    return;
+  }
+  char gpus[256];
+  int v = api->nccl_version(), c = api->cuda_runtime_version();
+  int n = api->device_count(gpus, sizeof(gpus));
+  printf(
+      "    [X] device library: %s (NCCL %d.%d.%d, CUDA runtime %d.%d, %d GPU%s%s%s); GPU "
+      "tensors are not yet routed through it\n",
+      path, v / 10000, v / 100 % 100, v % 100, c / 1000, c % 1000 / 10, n, n == 1 ? "" : "s",
+      gpus[0] ? ": " : "", gpus);
+}
+
 int hvds__launcher_check_build(void) {
   char python[PATH_MAX];
   worker_python(python, sizeof(python));
@@ -187,15 +200,11 @@ int hvds__launcher_check_build(void) {
   printf("    [ ] MXNet\n\n");
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
   /* NCCL counts as a tensor operation once the runtime runs device tensors through it; until
-   * then the built kernels and backend are listed as components only (docs/gpu.md). */
+   * then the device library is listed as a component only (docs/gpu.md). */
   printf("Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
          "    [X] Gloo\n\n");
-  printf("Available Components:\n    %s CUDA kernels (%s)\n    %s NCCL backend (%s)\n"
-         "    %s hwloc topology\n",
-         mark(BUILT_CUDA), BUILT_CUDA ? "built; not yet used by the runtime"
-                           : HAVE_CUDA ? "toolkit found; off or no nvcc" : "toolkit not found",
-         mark(BUILT_NCCL), BUILT_NCCL ? "built; not yet used by the runtime"
-                           : HAVE_NCCL ? "NCCL found; needs the CUDA kernels" : "NCCL not found",
-         mark(HAVE_HWLOC));
+  printf("Available Components:\n");
+  device_line();
+  printf("    %s hwloc topology\n", mark(HAVE_HWLOC));
   return 0;
 }

@@ -203,10 +203,8 @@ QUERY(hvds_cross_size, cross_size)
 QUERY(hvds_is_homogeneous, homogeneous)
 #undef QUERY
 
-/* What this build runs. The NCCL and CUDA paths are not part of this build yet. */
+/* What this build runs (CUDA and NCCL: device_support.c). */
 int hvds_gloo_built(void) { return 1; }
-int hvds_nccl_built(void) { return 0; }
-int hvds_cuda_built(void) { return 0; }
 int hvds_mpi_built(void) { return 0; }
 int hvds_hwloc_built(void) {
 #ifdef HVDS_HAVE_HWLOC

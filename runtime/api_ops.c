@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_support.h"
 #include "enqueue.h"
 #include "execute.h"
 #include "handle.h"
@@ -80,11 +81,7 @@ static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
                            "object (%lld bytes)", name, t->ndim, (long long)PTRDIFF_MAX);
   if (n > 0 && t->data == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': data is NULL", name);
-  if (t->device != -1)
-    return hvds__set_error(HVDS_NOT_SUPPORTED,
-                           "tensor '%s' is on device %d: GPU tensors need the NCCL backend, which "
-                           "this build does not run; move the tensor to the CPU",
-                           name, t->device);
+  if (t->device != -1) return hvds__refuse_device_tensor("tensor", name, t->device);
   return HVDS_SUCCESS;
 }
 

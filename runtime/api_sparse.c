@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost_model.h"
+#include "device_support.h"
 #include "handle.h"
 #include "sparse_allreduce.h"
 #include "sparse_rt.h"
@@ -102,11 +103,7 @@ static hvds_result_t check_input(const hvds_sparse_tensor_t* in, const char* nam
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "sparse allreduce '%s': indices and values are required when nnz > 0",
                            name);
-  if (in->device != -1)
-    return hvds__set_error(HVDS_NOT_SUPPORTED,
-                           "sparse allreduce '%s' is on device %d: GPU tensors need the NCCL "
-                           "backend, which this build does not run; move the tensor to the CPU",
-                           name, in->device);
+  if (in->device != -1) return hvds__refuse_device_tensor("sparse allreduce", name, in->device);
   return HVDS_SUCCESS;
 }
 

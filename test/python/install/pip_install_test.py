@@ -158,7 +158,7 @@ def main():
         # From the environment's bin/ without activating it: it finds its own python3.
         rc, out = run([os.path.join(venv, "bin", "horovodrun"), "--check-build"], work,
                       clean_env(venv, False), 300, "check-build")
-        expect("check-build", rc, out, "[X] PyTorch", "[ ] CUDA kernels")
+        expect("check-build", rc, out, "[X] PyTorch", "[ ] device library")
 
         rc, out = run(pip + ["-e", root], work, clean_env(venv, False), 1200, "pip install -e .")
         expect("pip install -e .", rc, out)

@@ -29,6 +29,20 @@ def test_built_queries():
         hvd.mpi_threads_supported()
 
 
+def test_nccl_built_is_the_nccl_torch_loaded():
+    """With the device library loaded after torch, both use the one libnccl.so.2 in the
+    process: torch's (docs/gpu.md, "Which libnccl")."""
+    if not hvd.cuda_built():
+        assert hvd.nccl_built() == 0
+        return
+    try:
+        major, minor, patch = torch.cuda.nccl.version()
+    except Exception:  # a torch without NCCL: the system's is the one
+        assert hvd.nccl_built() >= 21400
+        return
+    assert hvd.nccl_built() == major * 10000 + minor * 100 + patch
+
+
 def test_ops_constants():
     assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
     with pytest.raises(NotImplementedError, match="Adasum"):

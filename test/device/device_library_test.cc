@@ -1,0 +1,134 @@
+// GPU support as a build without a GPU can check it: libhvdsparse.so needs neither CUDA nor
+// NCCL, the device library is found or its absence explained, hvds_cuda_built/hvds_nccl_built
+// say what was loaded, and a GPU tensor is refused with its name and the reason. Each case that
+// depends on the loader runs in a child process, since a process loads the library once.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "device_api.h"
+#include "hvdsparse.h"
+
+namespace {
+
+// Runs body in a child with HVDSPARSE_DEVICE_LIBRARY set to library ("" leaves it unset); the
+// child's failures come back as its exit status.
+void InChild(const std::string& library, const std::function<void()>& body) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (!library.empty()) setenv("HVDSPARSE_DEVICE_LIBRARY", library.c_str(), 1);
+    body();
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's checks failed";
+}
+
+std::string Output(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while (p != nullptr && (n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  if (p != nullptr) pclose(p);
+  return out;
+}
+
+// The error an allreduce of a one-element float tensor on GPU 0 gets, at size 1.
+std::string DeviceTensorError() {
+  EXPECT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  float v = 1;
+  hvds_tensor_t t = {&v, HVDS_FLOAT32, 0, 1, {1}};
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.name = "grad.fc1";
+  hvds_handle_t h;
+  EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_NOT_SUPPORTED);
+  std::string err = hvds_last_error();
+  EXPECT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  return err;
+}
+
+}  // namespace
+
+TEST(DeviceLibrary, TheRuntimeAndTheLauncherNeedNeitherCudaNorNccl) {
+  for (const char* file : {HVDS_RUNTIME_LIBRARY, HVDS_LAUNCHER}) {
+    std::string needed = Output(std::string("readelf -d ") + file + " 2>&1");
+    ASSERT_NE(needed.find("NEEDED"), std::string::npos) << needed;
+    EXPECT_EQ(needed.find("cuda"), std::string::npos) << file << "\n" << needed;
+    EXPECT_EQ(needed.find("nccl"), std::string::npos) << file << "\n" << needed;
+  }
+}
+
+TEST(DeviceLibrary, BuiltFlagsSayWhatWasLoaded) {
+  InChild("", [] {
+#if HVDS_DEVICE_LIBRARY_BUILT
+    EXPECT_EQ(hvds_cuda_built(), 1);
+    EXPECT_GE(hvds_nccl_built(), HVDS_DEVICE_MIN_NCCL_VERSION);
+    EXPECT_NE(DeviceTensorError().find("the device library ("), std::string::npos);
+#else
+    EXPECT_EQ(hvds_cuda_built(), 0);
+    EXPECT_EQ(hvds_nccl_built(), 0);
+#endif
+  });
+}
+
+TEST(DeviceLibrary, AMissingLibraryIsNamedInTheDeviceTensorsError) {
+  InChild("/nonexistent/libhvdsparse_device.so", [] {
+    EXPECT_EQ(hvds_cuda_built(), 0);
+    EXPECT_EQ(hvds_nccl_built(), 0);
+    std::string err = DeviceTensorError();
+    EXPECT_NE(err.find("tensor 'grad.fc1' is on device 0, but this installation has no GPU "
+                       "support (/nonexistent/libhvdsparse_device.so: cannot open"),
+              std::string::npos)
+        << err;
+  });
+}
+
+TEST(DeviceLibrary, ALibraryOfAnotherInterfaceVersionIsRefused) {
+  InChild(FAKE_LIBRARY_OTHER_VERSION, [] {
+    EXPECT_EQ(hvds_cuda_built(), 0);
+    std::string err = DeviceTensorError();
+    EXPECT_NE(err.find("not a device library of this version (interface 99, want 1)"),
+              std::string::npos)
+        << err;
+  });
+}
+
+TEST(DeviceLibrary, AnNcclTooOldIsRefusedWithItsVersion) {
+  InChild(FAKE_LIBRARY_OLD_NCCL, [] {
+    EXPECT_EQ(hvds_nccl_built(), 0);
+    std::string err = DeviceTensorError();
+    EXPECT_NE(err.find("the NCCL it resolved is version 21000, older than 21400"),
+              std::string::npos)
+        << err;
+  });
+}
+
+TEST(DeviceLibrary, ALibraryThatLoadsIsReportedWithItsNcclVersion) {
+  InChild(FAKE_LIBRARY_GOOD, [] {
+    EXPECT_EQ(hvds_cuda_built(), 1);
+    EXPECT_EQ(hvds_nccl_built(), 22809);
+    std::string err = DeviceTensorError();
+    EXPECT_NE(err.find("NCCL 2.28.9) is installed, but the runtime does not route GPU tensors "
+                       "to it yet"),
+              std::string::npos)
+        << err;
+  });
+}
+
+TEST(DeviceLibrary, CheckBuildSaysWhatItFound) {
+  std::string out = Output(std::string("HVDSPARSE_DEVICE_LIBRARY=") + FAKE_LIBRARY_GOOD + " " +
+                           HVDS_LAUNCHER + " --check-build 2>&1");
+  EXPECT_NE(out.find("[X] device library: "), std::string::npos) << out;
+  EXPECT_NE(out.find("(NCCL 2.28.9, CUDA runtime 12.0, 0 GPUs)"), std::string::npos) << out;
+  out = Output(std::string("HVDSPARSE_DEVICE_LIBRARY=/nonexistent.so ") + HVDS_LAUNCHER +
+               " --check-build 2>&1");
+  EXPECT_NE(out.find("[ ] device library (/nonexistent.so: cannot open"), std::string::npos) << out;
+}
