@@ -162,7 +162,7 @@ void run_size(const std::shared_ptr<gloo::Context>& ctx, const Args& a, size_t c
   if (wrong >= 0) combine(ctx, &wrong, 1, false);
   row->wrong = wrong;
   row->max_err = stats[a.sweep.iters];
-  hvds_bench_stats(stats.data(), a.sweep.iters, &row->time_us, &row->min_us);
+  hvds_bench_row_times(row, stats.data(), a.sweep.iters);
   hvds_bench_row_bandwidth(row);
 }
 

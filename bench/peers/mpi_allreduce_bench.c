@@ -38,7 +38,7 @@ static int run_size(const hvds_bench_sweep_t* s, size_t count, double* stats,
   if (wrong >= 0) MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   row->wrong = wrong;
   row->max_err = stats[s->iters];
-  hvds_bench_stats(stats, s->iters, &row->time_us, &row->min_us);
+  hvds_bench_row_times(row, stats, s->iters);
   hvds_bench_row_bandwidth(row);
   return 0;
 }

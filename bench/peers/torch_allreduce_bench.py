@@ -71,7 +71,8 @@ class Horovod:
 
 
 def run_size(be, count, a):
-    """Returns (median us, min us, wrong elements over all ranks or -1, max error)."""
+    """Returns (median us, min us, max us, first us, wrong elements over all ranks or -1, max
+    error)."""
     buf = pattern(count, be.rank)
     name = f"allreduce.{count}"
     for _ in range(a.warmup):
@@ -92,10 +93,12 @@ def run_size(be, count, a):
     be.reduce_max(stats, f"stats.{count}")
     if a.check:
         be.allreduce(wrong, f"wrong.{count}")
+    first = float(stats[0]) if a.iters else 0.0
     it = sorted(stats[:a.iters].tolist())
     n = len(it)
     med = it[n // 2] if n % 2 else 0.5 * (it[n // 2 - 1] + it[n // 2])
-    return med, it[0], int(wrong.item()) if a.check else -1, float(stats[a.iters])
+    return (med, it[0], it[-1], first, int(wrong.item()) if a.check else -1,
+            float(stats[a.iters]))
 
 
 def main():
@@ -118,19 +121,20 @@ def main():
         print(f"# torch_allreduce_bench allreduce ({a.backend}, torch {torch.__version__}): "
               f"np {be.size}, sizes {a.b}..{a.e} x{a.f}, iters {a.iters}, warmup {a.warmup}, "
               f"check {a.check}")
-        print("# time = median (min) over iterations of the slowest rank's start-to-completion "
-              "time")
+        print("# time = median (min, max, first) over iterations of the slowest rank's "
+              "start-to-completion time")
         print("impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,"
-              "max_err", flush=True)
+              "max_err,max_us,first_us", flush=True)
     wrong_total, nbytes = 0, a.b
     while nbytes <= a.e:
         count = nbytes // 4
-        med, mn, wrong, max_err = run_size(be, count, a)
+        med, mn, mx, first, wrong, max_err = run_size(be, count, a)
         algbw = count * 4 / (med * 1e3) if med > 0 else 0.0
         busbw = algbw * (2.0 * (be.size - 1) / be.size if be.size > 1 else 1.0)
         if be.rank == 0:
             print(f"{label},allreduce,{be.size},{count * 4},{count},float32,sum,{med:.2f},"
-                  f"{mn:.2f},{algbw:.4f},{busbw:.4f},{wrong},{max_err:g}", flush=True)
+                  f"{mn:.2f},{algbw:.4f},{busbw:.4f},{wrong},{max_err:g},{mx:.2f},{first:.2f}",
+                  flush=True)
         wrong_total += max(wrong, 0)
         nbytes *= a.f
     if be.rank == 0:

@@ -129,6 +129,12 @@ void hvds_bench_stats(double* t, int n, double* median, double* min) {
   *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+void hvds_bench_row_times(hvds_bench_row_t* row, double* t, int n) {
+  row->first_us = n > 0 ? t[0] : 0;
+  hvds_bench_stats(t, n, &row->time_us, &row->min_us);
+  row->max_us = n > 0 ? t[n - 1] : 0;
+}
+
 double hvds_bench_bus_factor(const char* coll, int np) {
   if (np <= 1) return 1.0;
   if (!strcmp(coll, "allreduce")) return 2.0 * (np - 1) / np;
@@ -171,30 +177,33 @@ void hvds_bench_print_header(FILE* f, const char* title, const char* info,
           s->min_bytes, s->max_bytes, s->factor, s->iters, s->warmup, s->check);
   if (info != NULL) fprintf(f, "# %s\n", info);
   fprintf(f,
-          "# time = median (min) over iterations of the slowest rank's start-to-completion time\n");
+          "# time = median (min, max, first) over iterations of the slowest rank's "
+          "start-to-completion time\n");
   if (s->csv) {
     fprintf(f,
             "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,"
-            "max_err\n");
+            "max_err,max_us,first_us\n");
     return;
   }
-  fprintf(f, "#\n#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "size", "count", "type", "redop",
-          "time", "min", "algbw", "busbw", "#wrong", "max_err");
-  fprintf(f, "#%13s %13s %9s %7s %11s %11s %8s %8s %8s %9s\n", "(B)", "(elements)", "", "", "(us)",
-          "(us)", "(GB/s)", "(GB/s)", "", "");
+  fprintf(f, "#\n#%13s %13s %9s %7s %11s %11s %11s %11s %8s %8s %8s %9s\n", "size", "count", "type",
+          "redop", "time", "min", "max", "first", "algbw", "busbw", "#wrong", "max_err");
+  fprintf(f, "#%13s %13s %9s %7s %11s %11s %11s %11s %8s %8s %8s %9s\n", "(B)", "(elements)", "",
+          "", "(us)", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)", "", "");
 }
 
 void hvds_bench_print_row(FILE* f, const hvds_bench_row_t* r, int csv) {
   if (csv) {
-    fprintf(f, "%s,%s,%d,%zu,%zu,%s,%s,%.2f,%.2f,%.4f,%.4f,%ld,%g\n", r->impl, r->coll, r->np,
-            r->bytes, r->count, r->dtype, r->redop, r->time_us, r->min_us, r->algbw, r->busbw,
-            r->wrong, r->max_err);
+    fprintf(f, "%s,%s,%d,%zu,%zu,%s,%s,%.2f,%.2f,%.4f,%.4f,%ld,%g,%.2f,%.2f\n", r->impl, r->coll,
+            r->np, r->bytes, r->count, r->dtype, r->redop, r->time_us, r->min_us, r->algbw,
+            r->busbw, r->wrong, r->max_err, r->max_us, r->first_us);
   } else if (r->wrong < 0) {
-    fprintf(f, " %13zu %13zu %9s %7s %11.1f %11.1f %8.3f %8.3f %8s %9s\n", r->bytes, r->count,
-            r->dtype, r->redop, r->time_us, r->min_us, r->algbw, r->busbw, "N/A", "N/A");
+    fprintf(f, " %13zu %13zu %9s %7s %11.1f %11.1f %11.1f %11.1f %8.3f %8.3f %8s %9s\n", r->bytes,
+            r->count, r->dtype, r->redop, r->time_us, r->min_us, r->max_us, r->first_us, r->algbw,
+            r->busbw, "N/A", "N/A");
   } else {
-    fprintf(f, " %13zu %13zu %9s %7s %11.1f %11.1f %8.3f %8.3f %8ld %9.3g\n", r->bytes, r->count,
-            r->dtype, r->redop, r->time_us, r->min_us, r->algbw, r->busbw, r->wrong, r->max_err);
+    fprintf(f, " %13zu %13zu %9s %7s %11.1f %11.1f %11.1f %11.1f %8.3f %8.3f %8ld %9.3g\n",
+            r->bytes, r->count, r->dtype, r->redop, r->time_us, r->min_us, r->max_us, r->first_us,
+            r->algbw, r->busbw, r->wrong, r->max_err);
   }
   fflush(f);
 }

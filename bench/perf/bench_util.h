@@ -25,8 +25,9 @@ typedef struct {
   const char* label; /* --label: the implementation column of the CSV */
 } hvds_bench_sweep_t;
 
-/* One output row. Times are the median and minimum over the timed iterations of the slowest rank's
- * time for that iteration. */
+/* One output row. Times are over the timed iterations of the slowest rank's time for that
+ * iteration: the median, the minimum, the maximum and the first (which shows what warms up when
+ * the run has no warm-up iterations). */
 typedef struct {
   const char* impl;
   const char* coll;
@@ -37,6 +38,8 @@ typedef struct {
   const char* redop;
   double time_us;
   double min_us;
+  double max_us;
+  double first_us;
   double algbw; /* GB/s = bytes / time */
   double busbw; /* GB/s = algbw x the collective's factor */
   long wrong;   /* elements outside tolerance, summed over ranks; -1 when not checked */
@@ -60,6 +63,8 @@ double hvds_bench_now_us(void);
 
 /* Median and minimum of t[0..n-1]; sorts t in place. */
 void hvds_bench_stats(double* t, int n, double* median /* OUT */, double* min /* OUT */);
+/* The row's times from the n timed iterations t[] in run order (sorted in place). */
+void hvds_bench_row_times(hvds_bench_row_t* row, double* t, int n);
 
 /* Bus bandwidth over algorithm bandwidth for a collective on np ranks (nccl-tests' convention). */
 double hvds_bench_bus_factor(const char* coll, int np);

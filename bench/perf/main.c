@@ -104,7 +104,7 @@ static int run_size(const perf_args_t* a, const perf_coll_t* coll, size_t bytes,
   r.redop = coll->reduces ? perf_op_label(a->op) : "none";
   r.wrong = wrong;
   r.max_err = stats[a->sweep.iters];
-  hvds_bench_stats(stats, a->sweep.iters, &r.time_us, &r.min_us);
+  hvds_bench_row_times(&r, stats, a->sweep.iters);
   hvds_bench_row_bandwidth(&r);
   *row = r;
   return 0;

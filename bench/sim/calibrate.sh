@@ -93,7 +93,7 @@ log "# calibrate.sh $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n), $(nproc) co
   "$(cut -d' ' -f1-3 /proc/loadavg); hosts $HOSTS at $RATE, prefix $PREFIX"
 GAMMA=$("$SIM" gamma | tee -a "$LOG" | awk '/^gamma.*1024 KiB/ {print $2}')
 log "gamma $GAMMA s/B"
-echo "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,max_err" >"$CSV"
+echo "impl,coll,np,bytes,count,dtype,redop,time_us,min_us,algbw_gbs,busbw_gbs,wrong,max_err,max_us,first_us" >"$CSV"
 for h in $HOSTS; do measure "$h"; done
 
 log "== fit"

@@ -11,7 +11,7 @@ import time
 
 # The CSV columns of hvdsparse-perf --csv and of every driver in bench/peers/.
 FIELDS = ["impl", "coll", "np", "bytes", "count", "dtype", "redop", "time_us", "min_us",
-          "algbw_gbs", "busbw_gbs", "wrong", "max_err"]
+          "algbw_gbs", "busbw_gbs", "wrong", "max_err", "max_us", "first_us"]
 # The launcher prefixes its workers' lines with "[rank]<stdout>:".
 PREFIX = re.compile(r"^\[\d+\]<std(?:out|err)>:")
 
@@ -109,13 +109,16 @@ def parse_rows(stdout):
         if not line or line.startswith("#") or line.startswith("impl,"):
             continue
         vals = next(csv.reader([line]))
+        if len(vals) == len(FIELDS) - 2:  # a driver from before max_us and first_us
+            vals += ["nan", "nan"]
         if len(vals) != len(FIELDS):
             continue
         try:
             row = dict(zip(FIELDS, vals))
             for k in ("np", "bytes", "count", "wrong"):
                 row[k] = int(row[k])
-            for k in ("time_us", "min_us", "algbw_gbs", "busbw_gbs", "max_err"):
+            for k in ("time_us", "min_us", "algbw_gbs", "busbw_gbs", "max_err", "max_us",
+                      "first_us"):
                 row[k] = float(row[k])
         except ValueError:
             continue

@@ -218,7 +218,7 @@ def read_back(args):
                 if r.get(k):
                     r[k] = int(r[k])
             for k in ("time_us", "min_us", "algbw_gbs", "busbw_gbs", "max_err", "rate_bps",
-                      "measured_bps"):
+                      "measured_bps", "max_us", "first_us"):
                 if r.get(k):
                     r[k] = float(r[k])
             raw.append(r)
