@@ -79,48 +79,35 @@ TEST(DeviceLibrary, BuiltFlagsSayWhatWasLoaded) {
   });
 }
 
-TEST(DeviceLibrary, AMissingLibraryIsNamedInTheDeviceTensorsError) {
-  InChild("/nonexistent/libhvdsparse_device.so", [] {
-    EXPECT_EQ(hvds_cuda_built(), 0);
-    EXPECT_EQ(hvds_nccl_built(), 0);
-    std::string err = DeviceTensorError();
-    EXPECT_NE(err.find("tensor 'grad.fc1' is on device 0, but this installation has no GPU "
-                       "support (/nonexistent/libhvdsparse_device.so: cannot open"),
-              std::string::npos)
-        << err;
-  });
-}
+// What each library makes of the built flags and of a GPU tensor's error.
+struct LoadCase {
+  const char* what;
+  const char* library;  // HVDSPARSE_DEVICE_LIBRARY
+  int cuda_built, nccl_built;
+  const char* error;  // a part of the GPU tensor's error
+};
 
-TEST(DeviceLibrary, ALibraryOfAnotherInterfaceVersionIsRefused) {
-  InChild(FAKE_LIBRARY_OTHER_VERSION, [] {
-    EXPECT_EQ(hvds_cuda_built(), 0);
-    std::string err = DeviceTensorError();
-    EXPECT_NE(err.find("not a device library of this version (interface 99, want 1)"),
-              std::string::npos)
-        << err;
-  });
-}
-
-TEST(DeviceLibrary, AnNcclTooOldIsRefusedWithItsVersion) {
-  InChild(FAKE_LIBRARY_OLD_NCCL, [] {
-    EXPECT_EQ(hvds_nccl_built(), 0);
-    std::string err = DeviceTensorError();
-    EXPECT_NE(err.find("the NCCL it resolved is version 21000, older than 21400"),
-              std::string::npos)
-        << err;
-  });
-}
-
-TEST(DeviceLibrary, ALibraryThatLoadsIsReportedWithItsNcclVersion) {
-  InChild(FAKE_LIBRARY_GOOD, [] {
-    EXPECT_EQ(hvds_cuda_built(), 1);
-    EXPECT_EQ(hvds_nccl_built(), 22809);
-    std::string err = DeviceTensorError();
-    EXPECT_NE(err.find("NCCL 2.28.9) is installed, but the runtime does not route GPU tensors "
-                       "to it yet"),
-              std::string::npos)
-        << err;
-  });
+TEST(DeviceLibrary, EachLibraryIsTakenOrRefusedWithItsReason) {
+  const LoadCase cases[] = {
+      {"missing", "/nonexistent/libhvdsparse_device.so", 0, 0,
+       "tensor 'grad.fc1' is on device 0, but this installation has no GPU support "
+       "(/nonexistent/libhvdsparse_device.so: cannot open"},
+      {"another interface version", FAKE_LIBRARY_OTHER_VERSION, 0, 0,
+       "not a device library of this version (interface 99, want 1)"},
+      {"NCCL too old", FAKE_LIBRARY_OLD_NCCL, 0, 0,
+       "the NCCL it resolved is version 21000, older than 21400"},
+      {"taken", FAKE_LIBRARY_GOOD, 1, 22809,
+       "NCCL 2.28.9) is installed, but the runtime does not route GPU tensors to it yet"},
+  };
+  for (const LoadCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    InChild(c.library, [&c] {
+      EXPECT_EQ(hvds_cuda_built(), c.cuda_built);
+      EXPECT_EQ(hvds_nccl_built(), c.nccl_built);
+      std::string err = DeviceTensorError();
+      EXPECT_NE(err.find(c.error), std::string::npos) << err;
+    });
+  }
 }
 
 TEST(DeviceLibrary, CheckBuildSaysWhatItFound) {
