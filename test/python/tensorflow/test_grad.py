@@ -51,10 +51,12 @@ def test_allgather_grad(mode):
 
 
 def test_broadcast_grad(mode):
+    """The ranks' gradients averaged on the root, zero elsewhere (Horovod's _broadcast_grad)."""
     r, n = hvd.rank(), hvd.size()
     x = tf.ones([4])
-    g = execute(mode, lambda t: _grad(lambda a: hvd.broadcast(a, 0), t, tf.ones([4])), x)
-    np.testing.assert_allclose(g.numpy(), np.full([4], float(n) if r == 0 else 0.0))
+    g = execute(mode, lambda t: _grad(lambda a: hvd.broadcast(a, 0), t, tf.ones([4]) * (r + 1)),
+                x)
+    np.testing.assert_allclose(g.numpy(), np.full([4], (n + 1) / 2 if r == 0 else 0.0))
 
 
 def test_alltoall_and_reducescatter_grad(mode):

@@ -261,8 +261,8 @@ def _raw_broadcast(tensor, root_rank, name, process_set):
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
-    """Returns root_rank's tensor on every rank. The gradient is the summed gradient on the root
-    and zero elsewhere."""
+    """Returns root_rank's tensor on every rank. The gradient is the ranks' averaged gradient on
+    the root and zero elsewhere, as Horovod's."""
     tensor = _prepare(tensor)
 
     @tf.custom_gradient
@@ -270,7 +270,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
         y = _raw_broadcast(x, root_rank, name, process_set)
 
         def grad(dy):
-            g = _allreduce(dy, op=Sum, process_set=process_set)
+            g = _allreduce(dy, op=Average, process_set=process_set)
             if rank() != root_rank:
                 g = g * 0
             return g
