@@ -179,6 +179,13 @@ def test_objects():
     assert hvd.broadcast_object_fn(root_rank=0)("x%d" % hvd.rank()) == "x0"
 
 
+def test_objects_inside_tf_function_say_they_run_eagerly():
+    """Horovod's fail here too, with an AttributeError (docs/tensorflow.md)."""
+    for fn in (lambda: hvd.broadcast_object(1, root_rank=0), lambda: hvd.allgather_object(1)):
+        with pytest.raises(RuntimeError, match="runs eagerly; call it outside tf.function"):
+            tf.function(fn)()
+
+
 def test_scalars(mode):
     y = execute(mode, lambda t: hvd.allreduce(t, op=hvd.Sum), tf.constant(2.0))
     assert y.shape == () and float(y.numpy()) == 2.0 * hvd.size()
