@@ -17,15 +17,23 @@ const hvds_compat_flag_t hvds__no_effect_flags[] = {
     {"--binding-args", 1, "no mpirun is started (--bind-to binds workers)"},
     {"--hierarchical-allgather", 0, "allgather has no hierarchical variant here"},
     {"--no-hierarchical-allgather", 0, "allgather has no hierarchical variant here"},
+    {"--torus-allreduce", 0, "torus allreduce is an NCCL variant; GPU tensors do not run here yet"},
+    {"--no-torus-allreduce", 0,
+     "torus allreduce is an NCCL variant; GPU tensors do not run here yet"},
     {"--disable-cache", 0, "nothing to disable: no host checks are cached between runs"},
 };
 const int hvds__no_effect_flag_count =
     (int)(sizeof(hvds__no_effect_flags) / sizeof(hvds__no_effect_flags[0]));
 
 const hvds_compat_flag_t hvds__elastic_flags[] = {
-    {"--min-np", 1, 0},           {"--min-num-proc", 1, 0},   {"--max-np", 1, 0},
-    {"--max-num-proc", 1, 0},     {"--slots-per-host", 1, 0}, {"--elastic-timeout", 1, 0},
-    {"--reset-limit", 1, 0},      {"--blacklist-cooldown-range", 2, 0},
+    {"--min-np", 1, 0},
+    {"--min-num-proc", 1, 0},
+    {"--max-np", 1, 0},
+    {"--max-num-proc", 1, 0},
+    {"--slots-per-host", 1, 0},
+    {"--elastic-timeout", 1, 0},
+    {"--reset-limit", 1, 0},
+    {"--blacklist-cooldown-range", 2, 0},
     {"--host-discovery-script", 1, 0},
 };
 const int hvds__elastic_flag_count =

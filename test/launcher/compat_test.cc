@@ -52,15 +52,16 @@ TEST(HorovodrunFlags, FlagsWithoutEffectAreAcceptedWithAWarningEach) {
   Args w({"-np", "2", "--mpi", "--gloo", "--jsrun", "--tcp", "--num-nccl-streams", "2",
           "--thread-affinity=1", "--mpi-threads-disable", "--mpi-args=--map-by ppr:6:node",
           "--binding-args", "--rankfile f", "--hierarchical-allgather", "--disable-cache",
-          "python", "train.py"});
+          "--torus-allreduce", "python", "train.py"});
   hvds_run_args_t a;
   ASSERT_EQ(w.Parse(&a), HVDS_SUCCESS) << w.err;
   ASSERT_EQ(a.ncommand, 2);  // every value was taken by its flag
   EXPECT_STREQ(a.command[0], "python");
   std::string warned = Warnings(a);
-  for (const char* flag : {"--mpi", "--gloo", "--jsrun", "--tcp", "--num-nccl-streams",
-                           "--thread-affinity", "--mpi-threads-disable", "--mpi-args",
-                           "--binding-args", "--hierarchical-allgather", "--disable-cache"})
+  for (const char* flag :
+       {"--mpi", "--gloo", "--jsrun", "--tcp", "--num-nccl-streams", "--thread-affinity",
+        "--mpi-threads-disable", "--mpi-args", "--binding-args", "--hierarchical-allgather",
+        "--disable-cache", "--torus-allreduce"})
     EXPECT_NE(warned.find(std::string("hvdsparse: warning: ") + flag + " has no effect: "),
               std::string::npos)
         << flag << "\n" << warned;
