@@ -112,3 +112,24 @@ def test_common_package_imports_no_framework():
             "bad = [f for f in ('torch', 'tensorflow') if f in sys.modules]\n"
             "sys.exit('imported %s' % bad if bad else 0)\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_horovod_common_util_helpers():
+    """horovod.common.util's helpers, as Horovod's tests and scripts import them."""
+    import os
+
+    from hvdsparse.common import util
+    assert util.is_version_greater_equal_than("2.20.0", "2.6.0")
+    assert not util.is_version_greater_equal_than("2.5.1", "2.6.0")
+    with pytest.raises(ValueError):
+        util.is_version_greater_equal_than("2.6", "2.6")
+    assert util.split_list(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert util.num_rank_is_power_2(4) and not util.num_rank_is_power_2(6)
+    assert util.is_iterable([1]) and not util.is_iterable(3)
+    assert util.gloo_built() and not util.mpi_built()
+    binding = os.environ.get("HVDSPARSE_TEST_BINDING", "torch")
+    assert util.extension_available(binding) and not util.extension_available("mxnet")
+    os.environ.pop("HVDS_UTIL_TEST", None)
+    with util.env(HVDS_UTIL_TEST="1", HVDS_UTIL_UNSET=None):
+        assert os.environ["HVDS_UTIL_TEST"] == "1" and "HVDS_UTIL_UNSET" not in os.environ
+    assert "HVDS_UTIL_TEST" not in os.environ
