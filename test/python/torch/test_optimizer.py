@@ -221,6 +221,31 @@ def test_broadcast_parameters_and_optimizer_state():
         hvd.broadcast_optimizer_state(torch.optim.LBFGS(m.parameters()), 0)
 
 
+def test_broadcast_optimizer_state_leaves_zero_gradients_where_there_were_none():
+    """As Horovod: a fresh optimizer's state comes from a zero-gradient step, and the
+    parameters that had no gradient keep that zero gradient (a tensor that can be broadcast);
+    parameters that need no gradient keep None."""
+    torch.manual_seed(hvd.rank())
+    frozen = torch.nn.Parameter(torch.tensor([1, 3], dtype=torch.int32), requires_grad=False)
+    weight = torch.nn.Parameter(torch.rand(4))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([frozen, weight], lr=0.001,
+                                                   weight_decay=1e-6, momentum=0.9,
+                                                   nesterov=True),
+                                   named_parameters=[("frozen", frozen), ("weight", weight)])
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert frozen.grad is None
+    assert torch.equal(weight.grad, torch.zeros(4))
+    assert torch.equal(hvd.broadcast(weight.grad, root_rank=0), weight.grad)
+
+
+def test_broadcast_optimizer_state_gives_sparse_adam_sparse_zero_gradients():
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    opt = torch.optim.SparseAdam(list(emb.parameters()), lr=0.1)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert emb.weight.grad.is_sparse
+    assert "exp_avg" in opt.state[emb.weight]
+
+
 def test_broadcast_and_allgather_object():
     obj = {"hello": 123, 0: [1, 2]} if hvd.rank() == 0 else {}
     assert hvd.broadcast_object(obj, root_rank=0) == {"hello": 123, 0: [1, 2]}
