@@ -329,7 +329,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 class HorovodBroadcast(torch.autograd.Function):
-    """Broadcast; the gradient is the summed gradient on the root and zero elsewhere."""
+    """Broadcast; the gradient is the gradient averaged over the set on the root and zero
+    elsewhere (Horovod's definition)."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
@@ -338,7 +339,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
