@@ -520,11 +520,13 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 # ---- join, barrier ---------------------------------------------------------------------------
 def join(device=-1):
     """This rank has no more batches: contributes zeros to the others' allreduces until every
-    rank joined. Returns the last rank that joined (the same on every rank)."""
+    rank joined. Returns the last rank that joined (the same on every rank).
+
+    device: where Horovod makes those zeros (-1: CPU). Collectives here run on CPU tensors, so
+    a device id changes nothing, as in a Horovod build without GPU allreduce."""
     require_init()
-    if device not in (-1, None) and device != "cpu":
-        raise NotImplementedError("hvdsparse: join(device=%r): GPU devices need the NCCL "
-                                  "backend" % (device,))
+    if not (device is None or device == "cpu" or isinstance(device, (int, torch.device))):
+        raise ValueError("join(device=%r): device is a device id (int)" % (device,))
     return handles.join()
 
 
