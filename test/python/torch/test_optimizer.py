@@ -185,6 +185,23 @@ def test_sparse_embedding_gradients():
         assert torch.allclose(emb.weight, ref.weight, atol=1e-12)
 
 
+def test_optimizer_on_a_process_set_leaves_the_other_ranks_gradients_alone():
+    """As Horovod: members average over the set; the other ranks step on their own gradient."""
+    size, rank = hvd.size(), hvd.rank()
+    evens = hvd.add_process_set([r for r in range(size) if r % 2 == 0])
+    try:
+        w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)],
+                                       process_set=evens)
+        (w * (rank + 1)).sum().backward()
+        opt.step()
+        members = range(0, size, 2)
+        grad = sum(r + 1 for r in members) / len(members) if rank % 2 == 0 else rank + 1
+        assert torch.equal(w.data, torch.full((3,), -float(grad), dtype=torch.float64))
+    finally:
+        hvd.remove_process_set(evens)
+
+
 def test_broadcast_parameters_and_optimizer_state():
     rank = hvd.rank()
     model = make_model(seed=rank)  # different on every rank

@@ -94,8 +94,11 @@ class _DistributedMixin(topk.ResidualStateMixin):
         self._p_to_group = {}
         self._group_ready = {}      # group tuple -> params whose gradient is ready
         self._setup_groups(groups, all_params)
-        if (mpi_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1" or
-                self._topk is not None):  # top-k changes the update even on one rank
+        # Ranks outside process_set leave their gradients alone (step() is the wrapped
+        # optimizer's), as in Horovod.
+        if process_set.included() and (mpi_ops.size() > 1 or
+                                       os.environ.get("HOROVOD_ELASTIC") == "1" or
+                                       self._topk is not None):  # top-k acts even on one rank
             self._register_hooks()
 
     # ---- setup ----
