@@ -185,6 +185,31 @@ def test_sparse_embedding_gradients():
         assert torch.allclose(emb.weight, ref.weight, atol=1e-12)
 
 
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradients_reach_the_optimizer_sparse(sparse_as_dense):
+    """As Horovod: a sparse gradient comes back sparse (SparseAdam takes nothing else), also
+    when sparse_as_dense=True reduces it as a dense tensor."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True).double()
+    ref = copy.deepcopy(emb)
+    opt = hvd.DistributedOptimizer(torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+                                   named_parameters=emb.named_parameters(),
+                                   sparse_as_dense=sparse_as_dense)
+    ref_opt = torch.optim.SparseAdam(list(ref.parameters()), lr=0.1)
+    idx = [torch.tensor([r, r + 1, 7]) for r in range(hvd.size())]
+    for _ in range(2):
+        opt.zero_grad()
+        emb(idx[hvd.rank()]).sum().backward()
+        opt.synchronize()
+        assert emb.weight.grad.is_sparse
+        with opt.skip_synchronize():
+            opt.step()
+        ref_opt.zero_grad()
+        (sum(ref(i).sum() for i in idx) / hvd.size()).backward()
+        ref_opt.step()
+    assert torch.allclose(emb.weight, ref.weight, atol=1e-12)
+
+
 def test_optimizer_on_a_process_set_leaves_the_other_ranks_gradients_alone():
     """As Horovod: members average over the set; the other ranks step on their own gradient."""
     size, rank = hvd.size(), hvd.rank()
