@@ -113,11 +113,11 @@ HVDS_HD T scale_int(T v, double f, T lo, T hi) {
 template <class T>
 HVDS_HD T scale(T v, double f) {
   if constexpr (is_half_v<T>) {
-    return from_float<T>((float)((double)to_float(v) * f));
+    return from_float<T>(to_float(v) * (float)f);
   } else if constexpr (std::is_same<T, boolean>::value) {
     return boolean{(uint8_t)(trunc((double)(v.v != 0) * f) != 0)};
   } else if constexpr (std::is_same<T, float>::value) {
-    return (float)((double)v * f);
+    return v * (float)f;
   } else if constexpr (std::is_same<T, double>::value) {
     return v * f;
   } else if constexpr (std::is_same<T, uint8_t>::value) {

@@ -166,9 +166,12 @@ DEF_SCALE_INT(i16, int16_t, INT16_MIN, INT16_MAX)
 DEF_SCALE_INT(i32, int32_t, INT32_MIN, INT32_MAX)
 DEF_SCALE_INT(i64, int64_t, INT64_MIN, INT64_MAX)
 
+/* Floating types other than float64 scale in float32 by the factor rounded to float32, as
+ * Horovod's CPU ScaleBuffer does (so results match it bit for bit). */
 static void scale_f32(void* buf, size_t n, double f) {
   float* b = (float*)buf;
-  for (size_t i = 0; i < n; i++) b[i] = (float)((double)b[i] * f);
+  const float ff = (float)f;
+  for (size_t i = 0; i < n; i++) b[i] = b[i] * ff;
 }
 
 static void scale_f64(void* buf, size_t n, double f) {
@@ -178,14 +181,14 @@ static void scale_f64(void* buf, size_t n, double f) {
 
 static void scale_f16(void* buf, size_t n, double f) {
   uint16_t* b = (uint16_t*)buf;
-  for (size_t i = 0; i < n; i++)
-    b[i] = hvds__float_to_half((float)((double)hvds__half_to_float(b[i]) * f));
+  const float ff = (float)f;
+  for (size_t i = 0; i < n; i++) b[i] = hvds__float_to_half(hvds__half_to_float(b[i]) * ff);
 }
 
 static void scale_bf16(void* buf, size_t n, double f) {
   uint16_t* b = (uint16_t*)buf;
-  for (size_t i = 0; i < n; i++)
-    b[i] = hvds__float_to_bf16((float)((double)hvds__bf16_to_float(b[i]) * f));
+  const float ff = (float)f;
+  for (size_t i = 0; i < n; i++) b[i] = hvds__float_to_bf16(hvds__bf16_to_float(b[i]) * ff);
 }
 
 static void scale_bool(void* buf, size_t n, double f) {

@@ -74,6 +74,11 @@ static void set_transport_polling(hvds_runtime_t* rt) {
   if (tp != NULL && tp->set_poll_us) tp->set_poll_us(rt->world, us); /* views share it */
 }
 
+/* Horovod knobs this runtime does not act on are named, not silently dropped. */
+static void warn_ignored_knob(const char* name, const char* value, const char* why) {
+  HVDS_WARN("%s=%s has no effect in hvdsparse: %s", name, value, why);
+}
+
 hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* sizes, int32_t n) {
   hvds_runtime_t* rt = &hvds__rt;
   if (hvds__forked_copy(rt)) return HVDS_SUCCESS;  // initialized, as a copy: queries answer
@@ -91,6 +96,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
   hvds__instance_configure(rt);
   hvds_result_t rc = hvds__bootstrap(rt);
   if (rc == HVDS_SUCCESS) set_transport_polling(rt);
+  if (rc == HVDS_SUCCESS) hvds__param_report_ignored(warn_ignored_knob); /* rank now known */
   if (rc == HVDS_SUCCESS) rc = hvds__autotune_init(rt);
   if (rc == HVDS_SUCCESS) rc = hvds__sparse_runtime_init(rt); /* network probe, ZEN seed */
   if (rc == HVDS_SUCCESS) rc = hvds__instance_install_sets(rt, ranks, sizes, n);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef enum { TYPE_INT, TYPE_DBL, TYPE_STR } param_type_t;
 
@@ -96,3 +97,29 @@ void hvds__param_set_str(hvds_param_id_t id, const char* s) {
 }
 
 const char* hvds__param_name(hvds_param_id_t id) { return decls[id].suffix; }
+
+typedef struct {
+  const char* suffix;
+  const char* harmless; /* the value hvdsparse already behaves as; NULL for none */
+  const char* why;
+} ignored_knob_t;
+
+static const ignored_knob_t ignored[] = {
+#define X(suffix, value, why) {suffix, value, why},
+#include "ignored_knobs.def"
+#undef X
+};
+
+int hvds__param_report_ignored(hvds_param_ignored_fn report) {
+  int count = 0;
+  for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
+    char name[128];
+    snprintf(name, sizeof(name), "HOROVOD_%s", ignored[i].suffix);
+    const char* v = getenv(name);
+    if (v == NULL || v[0] == '\0') continue;
+    if (ignored[i].harmless != NULL && strcasecmp(v, ignored[i].harmless) == 0) continue;
+    count++;
+    if (report != NULL) report(name, v, ignored[i].why);
+  }
+  return count;
+}

@@ -26,6 +26,12 @@ void hvds__param_reload(void);
 /* The environment variable's suffix, e.g. "FUSION_THRESHOLD". */
 const char* hvds__param_name(hvds_param_id_t id);
 
+/* Calls report(name, value, why) for each Horovod knob of ignored_knobs.def that the
+ * environment sets (name is the full HOROVOD_ variable), reading the environment now; returns
+ * how many. The strings live until the next call; report may be NULL (count only). */
+typedef void (*hvds_param_ignored_fn)(const char* name, const char* value, const char* why);
+int hvds__param_report_ignored(hvds_param_ignored_fn report);
+
 #ifdef __cplusplus
 }
 #endif

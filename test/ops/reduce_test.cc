@@ -241,8 +241,13 @@ TEST(Scale, IntegersTruncateTowardZeroAndSaturate) {
 TEST(Scale, FloatsAndBool) {
   float f[3] = {1, 3, -6};
   ASSERT_EQ(hvds__scale(f, 3, HVDS_FLOAT32, 1.0 / 3), HVDS_SUCCESS);
-  EXPECT_EQ(f[1], static_cast<float>(3 * (1.0 / 3)));
+  EXPECT_EQ(f[1], 3.0f * static_cast<float>(1.0 / 3));
   EXPECT_EQ(f[2], -2.0f);
+  // As Horovod: the factor is rounded to float32 first (9 * 0.1 in double would give 0.9f).
+  float nine = 9;
+  ASSERT_EQ(hvds__scale(&nine, 1, HVDS_FLOAT32, 0.1), HVDS_SUCCESS);
+  EXPECT_EQ(nine, 9.0f * 0.1f);
+  EXPECT_NE(nine, 0.9f);
   double d = 10;
   ASSERT_EQ(hvds__scale(&d, 1, HVDS_FLOAT64, 0.25), HVDS_SUCCESS);
   EXPECT_EQ(d, 2.5);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "param.h"
 
@@ -23,4 +24,27 @@ TEST(Param, PrefixOrderDefaultsAndReload) {
   hvds__param_reload();
   EXPECT_EQ(hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD), 0);
   EXPECT_STREQ(hvds__param_name(HVDS_PARAM_FUSION_THRESHOLD), "FUSION_THRESHOLD");
+}
+
+// Horovod knobs hvdsparse ignores are reported by name, unless set to what it already does.
+TEST(Param, IgnoredHorovodKnobsAreReported) {
+  static std::string seen;
+  seen.clear();
+  unsetenv("HOROVOD_HIERARCHICAL_ALLGATHER");
+  setenv("HOROVOD_TORUS_ALLREDUCE", "1", 1);
+  setenv("HOROVOD_THREAD_AFFINITY", "0,1", 1);
+  setenv("HOROVOD_CONTROLLER", "GLOO", 1);  // what hvdsparse does: no warning
+  setenv("HOROVOD_CPU_OPERATIONS", "mpi", 1);
+  int n = hvds__param_report_ignored([](const char* name, const char* value, const char* why) {
+    EXPECT_NE(std::string(why), "");
+    seen += std::string(name) + "=" + value + ";";
+  });
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(seen, "HOROVOD_TORUS_ALLREDUCE=1;HOROVOD_THREAD_AFFINITY=0,1;HOROVOD_CPU_OPERATIONS=mpi;");
+  EXPECT_EQ(hvds__param_report_ignored(nullptr), 3);
+  unsetenv("HOROVOD_TORUS_ALLREDUCE");
+  unsetenv("HOROVOD_THREAD_AFFINITY");
+  unsetenv("HOROVOD_CONTROLLER");
+  unsetenv("HOROVOD_CPU_OPERATIONS");
+  EXPECT_EQ(hvds__param_report_ignored(nullptr), 0);
 }

@@ -49,12 +49,13 @@ def test_grouped_allgather_grad():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_broadcast_grad(dtype):
+def test_broadcast_grad_is_the_average_on_the_root(dtype):
+    """Horovod's definition: the gradient averaged over the set on the root, zero elsewhere."""
     size, rank = hvd.size(), hvd.rank()
     for root in range(size):
         x = (torch.ones(4, 4, dtype=dtype) * rank).requires_grad_()
-        hvd.broadcast(x, root).backward(torch.ones(4, 4, dtype=dtype))
-        expected = size if rank == root else 0
+        hvd.broadcast(x, root).backward(torch.ones(4, 4, dtype=dtype) * (rank + 1))
+        expected = (size + 1) / 2 if rank == root else 0
         assert torch.allclose(x.grad, torch.full((4, 4), float(expected), dtype=dtype))
 
 

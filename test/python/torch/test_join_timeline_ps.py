@@ -3,6 +3,7 @@ import json
 import os
 import tempfile
 
+import pytest
 import torch
 
 import hvdsparse.torch as hvd
@@ -16,6 +17,18 @@ def test_join_uneven_batches():
         assert torch.allclose(out, torch.full((5,), active / size))
     last = hvd.join()
     assert last == size - 1
+
+
+def test_broadcast_while_a_rank_joined_raises_and_join_takes_a_device_id():
+    """As Horovod: a broadcast cannot run while a rank has joined, and raises on the ranks that
+    asked for it; join(device) takes a device id (a CPU build makes the zeros on the CPU)."""
+    if hvd.rank() == 0:
+        last = hvd.join(hvd.local_rank())
+    else:
+        with pytest.raises(RuntimeError, match="Broadcast is not supported with Join"):
+            hvd.broadcast(torch.zeros(3), 1, name="join.broadcast")
+        last = hvd.join()
+    assert last != 0
 
 
 def test_barrier_and_multiple_collectives():

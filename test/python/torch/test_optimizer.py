@@ -185,6 +185,48 @@ def test_sparse_embedding_gradients():
         assert torch.allclose(emb.weight, ref.weight, atol=1e-12)
 
 
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradients_reach_the_optimizer_sparse(sparse_as_dense):
+    """As Horovod: a sparse gradient comes back sparse (SparseAdam takes nothing else), also
+    when sparse_as_dense=True reduces it as a dense tensor."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True).double()
+    ref = copy.deepcopy(emb)
+    opt = hvd.DistributedOptimizer(torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+                                   named_parameters=emb.named_parameters(),
+                                   sparse_as_dense=sparse_as_dense)
+    ref_opt = torch.optim.SparseAdam(list(ref.parameters()), lr=0.1)
+    idx = [torch.tensor([r, r + 1, 7]) for r in range(hvd.size())]
+    for _ in range(2):
+        opt.zero_grad()
+        emb(idx[hvd.rank()]).sum().backward()
+        opt.synchronize()
+        assert emb.weight.grad.is_sparse
+        with opt.skip_synchronize():
+            opt.step()
+        ref_opt.zero_grad()
+        (sum(ref(i).sum() for i in idx) / hvd.size()).backward()
+        ref_opt.step()
+    assert torch.allclose(emb.weight, ref.weight, atol=1e-12)
+
+
+def test_optimizer_on_a_process_set_leaves_the_other_ranks_gradients_alone():
+    """As Horovod: members average over the set; the other ranks step on their own gradient."""
+    size, rank = hvd.size(), hvd.rank()
+    evens = hvd.add_process_set([r for r in range(size) if r % 2 == 0])
+    try:
+        w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)],
+                                       process_set=evens)
+        (w * (rank + 1)).sum().backward()
+        opt.step()
+        members = range(0, size, 2)
+        grad = sum(r + 1 for r in members) / len(members) if rank % 2 == 0 else rank + 1
+        assert torch.equal(w.data, torch.full((3,), -float(grad), dtype=torch.float64))
+    finally:
+        hvd.remove_process_set(evens)
+
+
 def test_broadcast_parameters_and_optimizer_state():
     rank = hvd.rank()
     model = make_model(seed=rank)  # different on every rank
@@ -219,6 +261,31 @@ def test_broadcast_parameters_and_optimizer_state():
     assert all("momentum_buffer" in opt.state[p] for p in m.parameters())
     with pytest.raises(ValueError, match="LBFGS"):
         hvd.broadcast_optimizer_state(torch.optim.LBFGS(m.parameters()), 0)
+
+
+def test_broadcast_optimizer_state_leaves_zero_gradients_where_there_were_none():
+    """As Horovod: a fresh optimizer's state comes from a zero-gradient step, and the
+    parameters that had no gradient keep that zero gradient (a tensor that can be broadcast);
+    parameters that need no gradient keep None."""
+    torch.manual_seed(hvd.rank())
+    frozen = torch.nn.Parameter(torch.tensor([1, 3], dtype=torch.int32), requires_grad=False)
+    weight = torch.nn.Parameter(torch.rand(4))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([frozen, weight], lr=0.001,
+                                                   weight_decay=1e-6, momentum=0.9,
+                                                   nesterov=True),
+                                   named_parameters=[("frozen", frozen), ("weight", weight)])
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert frozen.grad is None
+    assert torch.equal(weight.grad, torch.zeros(4))
+    assert torch.equal(hvd.broadcast(weight.grad, root_rank=0), weight.grad)
+
+
+def test_broadcast_optimizer_state_gives_sparse_adam_sparse_zero_gradients():
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    opt = torch.optim.SparseAdam(list(emb.parameters()), lr=0.1)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert emb.weight.grad.is_sparse
+    assert "exp_avg" in opt.state[emb.weight]
 
 
 def test_broadcast_and_allgather_object():

@@ -47,10 +47,23 @@ def _allgather_array(array, name, process_set):
                                                        process_set)).numpy()
 
 
-def _ensure_state(optimizer):
+def _sparse_param_ids(optimizer, model):
+    """Parameters whose gradients are sparse: every one under SparseAdam, else those of the
+    model's nn.Embedding(sparse=True) modules."""
+    if isinstance(optimizer, torch.optim.SparseAdam):
+        return {id(p) for g in optimizer.param_groups for p in g["params"]}
+    if model is None:
+        return set()
+    return {id(p) for m in model.modules()
+            if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+
+
+def _ensure_state(optimizer, model):
     """Creates the optimizer's state with one zero-gradient step, leaving parameters as they
-    were (a weight-decay term would otherwise move them)."""
-    saved, made_grads = [], []
+    were (a weight-decay term would otherwise move them). As in Horovod, parameters that had no
+    gradient keep the zero gradient (sparse where the gradient is sparse)."""
+    sparse = _sparse_param_ids(optimizer, model)
+    saved = []
     for group in optimizer.param_groups:
         for p in group["params"]:
             if not p.requires_grad or p in optimizer.state and optimizer.state[p]:
@@ -58,7 +71,8 @@ def _ensure_state(optimizer):
             saved.append((p, p.data.clone()))
             if p.grad is None:
                 p.grad = torch.zeros_like(p.data)
-                made_grads.append(p)
+                if id(p) in sparse:
+                    p.grad = p.grad.to_sparse()
     if not saved:
         return
     if hasattr(optimizer, "skip_synchronize"):
@@ -68,16 +82,15 @@ def _ensure_state(optimizer):
         optimizer.step()
     for p, data in saved:
         p.data.copy_(data)
-    for p in made_grads:
-        p.grad = None
 
 
 def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
     """Broadcasts an optimizer's state (tensors in place, options and scalars by object) from
-    root_rank. Optimizers without state get it from one zero-gradient step first."""
+    root_rank. Optimizers without state get it from one zero-gradient step first (model: the
+    module, to tell sparse-embedding parameters, whose zero gradients are then sparse)."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
-    _ensure_state(optimizer)
+    _ensure_state(optimizer, model)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     handles, scalars = [], {}
     for index, p in enumerate(params):

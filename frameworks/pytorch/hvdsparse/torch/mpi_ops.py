@@ -329,7 +329,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 class HorovodBroadcast(torch.autograd.Function):
-    """Broadcast; the gradient is the summed gradient on the root and zero elsewhere."""
+    """Broadcast; the gradient is the gradient averaged over the set on the root and zero
+    elsewhere (Horovod's definition)."""
 
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
@@ -338,7 +339,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
@@ -519,11 +520,13 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 # ---- join, barrier ---------------------------------------------------------------------------
 def join(device=-1):
     """This rank has no more batches: contributes zeros to the others' allreduces until every
-    rank joined. Returns the last rank that joined (the same on every rank)."""
+    rank joined. Returns the last rank that joined (the same on every rank).
+
+    device: where Horovod makes those zeros (-1: CPU). Collectives here run on CPU tensors, so
+    a device id changes nothing, as in a Horovod build without GPU allreduce."""
     require_init()
-    if device not in (-1, None) and device != "cpu":
-        raise NotImplementedError("hvdsparse: join(device=%r): GPU devices need the NCCL "
-                                  "backend" % (device,))
+    if not (device is None or device == "cpu" or isinstance(device, (int, torch.device))):
+        raise ValueError("join(device=%r): device is a device id (int)" % (device,))
     return handles.join()
 
 

@@ -84,7 +84,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
         self.sparse_algorithm = sparse_algorithm
         self._sparse_detect = sparse_detect
         self._sparse_params = self._param_set(sparse_params, named_parameters)
-        self._sparse_grads = set()  # parameters whose gradient has been sparse
+        self._sparse_grads = {}     # parameter whose gradient has been sparse -> its sparse_dim
         self.process_set = process_set
         self._handles = {}          # param or group tuple -> (handle, compression contexts)
         self._hook_handles = []
@@ -94,8 +94,11 @@ class _DistributedMixin(topk.ResidualStateMixin):
         self._p_to_group = {}
         self._group_ready = {}      # group tuple -> params whose gradient is ready
         self._setup_groups(groups, all_params)
-        if (mpi_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1" or
-                self._topk is not None):  # top-k changes the update even on one rank
+        # Ranks outside process_set leave their gradients alone (step() is the wrapped
+        # optimizer's), as in Horovod.
+        if process_set.included() and (mpi_ops.size() > 1 or
+                                       os.environ.get("HOROVOD_ELASTIC") == "1" or
+                                       self._topk is not None):  # top-k acts even on one rank
             self._register_hooks()
 
     # ---- setup ----
@@ -175,7 +178,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
         if p.grad is None:
             p.grad = self._zero_grad_for(p)
         if p.grad.is_sparse:
-            self._sparse_grads.add(p)
+            self._sparse_grads[p] = p.grad.sparse_dim()
             if self.sparse_as_dense:
                 p.grad = p.grad.to_dense()
         return p.grad
@@ -276,6 +279,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
         if isinstance(ctx, topk.Pending):
             ctx.finish(key, handle, mpi_ops.synchronize)
             self._allreduce_delay[key] = self.backward_passes_per_step
+            self._restore_sparse(key)
             return
         outputs = mpi_ops.synchronize(handle)
         params = key if isinstance(key, tuple) else (key,)
@@ -287,6 +291,13 @@ class _DistributedMixin(topk.ResidualStateMixin):
             result = self._compression.decompress(out, cctx)
             if result is not p.grad:
                 p.grad.copy_(result)
+            self._restore_sparse(p)
+
+    def _restore_sparse(self, p):
+        """sparse_as_dense: a gradient that was sparse goes back to the optimizer sparse (as in
+        Horovod; SparseAdam takes nothing else)."""
+        if self.sparse_as_dense and p in self._sparse_grads and not p.grad.is_sparse:
+            p.grad = p.grad.to_sparse(self._sparse_grads[p])
 
     @contextmanager
     def skip_synchronize(self):
@@ -327,7 +338,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
     Sparse gradients (nn.Embedding(sparse=True)) go through the runtime's sparse allreduce and
     come back as coalesced sparse tensors (compression and gradient_predivide_factor do not
-    apply to them); sparse_as_dense=True allreduces them as dense tensors instead.
+    apply to them); sparse_as_dense=True allreduces them as dense tensors instead and hands
+    them back sparse.
     sparse_algorithm: force the sparse algorithm ("dense", "allgather",
     "ssar_recursive_doubling", "ssar_split_allgather", "dsar_split_allgather", "zen"; None lets
     the cost model pick). Dense gradients that are mostly zero rows (nn.Embedding(sparse=False))
