@@ -71,6 +71,11 @@ hvds_result_t hvds__allreduce_ring(hvds_p2p_t* p, void* buf, size_t count, hvds_
                                    hvds_reduce_op_t op, const hvds_coll_opts_t* o);
 hvds_result_t hvds__allreduce_rhd(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype_t dtype,
                                   hvds_reduce_op_t op, const hvds_coll_opts_t* o);
+/* In-place Adasum allreduce (allreduce_adasum.c) of ntensors tensors laid out one after another
+ * in buf, counts[i] elements each, each combined on its own; float16, bfloat16, float32 and
+ * float64 (else HVDS_INVALID_ARGUMENT with p->error set, before any message). */
+hvds_result_t hvds__allreduce_adasum(hvds_p2p_t* p, void* buf, const size_t* counts, int ntensors,
+                                     hvds_dtype_t dtype, uint64_t tag);
 /* Name of the algorithm hvds__allreduce would run ("ring", "rhd"), for the timeline. */
 const char* hvds__allreduce_choice(const hvds_p2p_t* p, size_t bytes, const hvds_coll_opts_t* o);
 

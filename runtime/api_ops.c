@@ -199,9 +199,19 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: options, name, inputs and handle are required", what);
   hvds_result_t rc = check_ready(rt, o->process_set, what);
   if (rc != HVDS_SUCCESS) return rc;
-  if (o->op == HVDS_ADASUM)
-    return hvds__set_error(HVDS_NOT_SUPPORTED, "%s '%s': Adasum is not supported by hvdsparse",
-                           what, o->name);
+  if (o->op == HVDS_ADASUM && type != HVDS_MSG_ALLREDUCE)
+    return hvds__set_error(HVDS_NOT_SUPPORTED, "%s '%s': Adasum applies to allreduce only", what,
+                           o->name);
+  if (o->op == HVDS_ADASUM) {
+    for (int32_t i = 0; i < n; i++) {
+      hvds_dtype_t dt = inputs[i].dtype;
+      if (dt != HVDS_FLOAT16 && dt != HVDS_BFLOAT16 && dt != HVDS_FLOAT32 && dt != HVDS_FLOAT64)
+        return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                               "%s '%s': Adasum reduces float16, bfloat16, float32 and float64 "
+                               "tensors, not %s",
+                               what, o->name, hvds_dtype_name(dt));
+    }
+  }
   if ((int)o->op < 0 || o->op > HVDS_PRODUCT)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': unknown reduce op %d", what, o->name,
                            (int)o->op);

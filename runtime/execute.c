@@ -174,6 +174,17 @@ static hvds_result_t allreduce_pieces(const hvds_backend_t* be, hvds_pset_t* s, 
   return HVDS_SUCCESS;
 }
 
+/* Adasum over the set's own point-to-point communicator, each fused tensor on its own. */
+static hvds_result_t allreduce_adasum(hvds_pset_t* s, hvds_response_t* r, void* buf, uint64_t tag) {
+  size_t stack[64], *counts = r->nsizes <= 64 ? stack : malloc((size_t)r->nsizes * sizeof *counts);
+  if (counts == NULL) return hvds__coll_nomem(s->comm, "Adasum's tensor list");
+  for (int32_t i = 0; i < r->nsizes; i++) counts[i] = (size_t)r->sizes[i];
+  hvds_result_t rc =
+      hvds__allreduce_adasum(s->comm, buf, counts, r->nsizes, (hvds_dtype_t)r->dtype, tag);
+  if (counts != stack) free(counts);
+  return rc;
+}
+
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
@@ -185,8 +196,10 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   const hvds_backend_t* be = hvds__backend_for(s, r, total * esz);
   if (rt->timeline) {
     char args[160];
-    const char* algo =
-        be == &hvds__backend_flat ? hvds__allreduce_choice(s->comm, total * esz, &o) : be->name;
+    const char* algo = r->reduce_op == HVDS_ADASUM ? "adasum"
+                       : be == &hvds__backend_flat
+                           ? hvds__allreduce_choice(s->comm, total * esz, &o)
+                           : be->name;
     snprintf(args, sizeof(args), "{\"algorithm\":\"%s\",\"fused_tensors\":%d,\"bytes\":%zu}", algo,
              r->nnames, total * esz);
     hvds__tl_start(rt, r, args);
@@ -195,7 +208,9 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   void* buf;
   hvds_entry_t* e0 = x->entries[0];
   int single = x->n == 1 && e0 != NULL;
-  if (!single && r->prescale == 1.0 && be->allreduce_pieces) return allreduce_pieces(be, s, r, x);
+  int adasum = r->reduce_op == HVDS_ADASUM;
+  if (!single && r->prescale == 1.0 && be->allreduce_pieces && !adasum)
+    return allreduce_pieces(be, s, r, x);
   if (single) {
     /* No fusion copy: reduce in the caller's output. */
     buf = e0->output.data;
@@ -221,7 +236,8 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
   hvds__tl_activity(rt, r, "GLOO_ALLREDUCE");
   hvds_reduce_op_t op = r->reduce_op == HVDS_AVERAGE ? HVDS_SUM : r->reduce_op;
-  hvds_result_t rc = be->allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o);
+  hvds_result_t rc = adasum ? allreduce_adasum(s, r, buf, o.tag)
+                            : be->allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o);
   hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));

@@ -99,7 +99,8 @@ static void bad_arguments(void) {
   hvds_tensor_t short_out = tensor1(x, HVDS_FLOAT32, 3);
   expect_error(hvds_allreduce_async(&t, &short_out, &o, &h), HVDS_INVALID_ARGUMENT, "output smaller");
   o.op = HVDS_ADASUM;
-  expect_error(hvds_allreduce_async(&t, &t, &o, &h), HVDS_NOT_SUPPORTED, "Adasum");
+  hvds_tensor_t ints = tensor1(x, HVDS_INT32, 4);
+  expect_error(hvds_allreduce_async(&ints, &ints, &o, &h), HVDS_INVALID_ARGUMENT, "Adasum int32");
   o.op = (hvds_reduce_op_t)42;
   expect_error(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_ARGUMENT, "reduce op 42");
   o.op = (hvds_reduce_op_t)-3;

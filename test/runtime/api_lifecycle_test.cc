@@ -126,8 +126,10 @@ TEST_F(Queue, BadInputIsRefusedWithAMessage) {
   t.device = 0;
   EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_NOT_SUPPORTED);
   t = Floats(a);
-  o.op = HVDS_ADASUM;
-  EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_NOT_SUPPORTED);
+  o.op = HVDS_ADASUM;  // reduces floating-point tensors only
+  t.dtype = HVDS_INT32;
+  EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_ARGUMENT);
+  t = Floats(a);
   o.op = HVDS_SUM;
   o.process_set = 7;
   EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_ARGUMENT);

@@ -191,3 +191,19 @@ def test_scalars(mode):
     assert y.shape == () and float(y.numpy()) == 2.0 * hvd.size()
     b = execute(mode, lambda t: hvd.broadcast(t, 0), tf.constant(hvd.rank()))
     assert b.shape == () and int(b.numpy()) == 0
+
+
+def test_adasum_adds_orthogonal_and_averages_parallel_gradients(mode):
+    """op=hvd.Adasum (the torch suite checks it against the numpy reference of the formula)."""
+    n, size, r = 12, hvd.size(), hvd.rank()
+    mine = np.zeros(n)
+    mine[r::size] = 1.0 + r
+    want = np.zeros(n)
+    for q in range(size):
+        want[q::size] = 1.0 + q
+    got = execute(mode, lambda t: hvd.allreduce(t, op=hvd.Adasum, name="adasum.orth"),
+                  tf.constant(mine))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    same = tf.linspace(-1.0, 1.0, n)
+    got = execute(mode, lambda t: hvd.allreduce(t, op=hvd.Adasum, name="adasum.par"), same)
+    np.testing.assert_allclose(got.numpy(), same.numpy(), rtol=1e-6)

@@ -45,8 +45,8 @@ def test_nccl_built_is_the_nccl_torch_loaded():
 
 def test_ops_constants():
     assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.allreduce(torch.ones(3), op=hvd.Adasum)
+    # Adasum of one gradient on every rank (parallel gradients) is that gradient.
+    assert torch.equal(hvd.allreduce(torch.ones(3), op=hvd.Adasum), torch.ones(3))
     with pytest.raises(ValueError, match="supersedes"):
         hvd.allreduce(torch.ones(3), average=True, op=hvd.Sum)
 

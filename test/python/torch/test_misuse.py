@@ -37,8 +37,10 @@ def test_unsupported_dtype_and_dims():
 def test_unknown_and_unsupported_ops():
     with pytest.raises(ValueError):
         hvd.allreduce(torch.ones(2), op=42, name="misuse.op42")
-    with pytest.raises(NotImplementedError):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum, name="misuse.adasum")
+    with pytest.raises(ValueError, match="Adasum reduces float16, bfloat16, float32 and float64"):
+        hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum, name="misuse.adasum")
+    with pytest.raises(NotImplementedError, match="Adasum applies to allreduce only"):
+        hvd.reducescatter(torch.ones(2 * hvd.size()), op=hvd.Adasum, name="misuse.adasum.rs")
     _still_usable("misuse.after.ops")
 
 

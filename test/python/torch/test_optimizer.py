@@ -139,8 +139,9 @@ def test_optimizer_errors_and_warnings():
     with pytest.raises(ValueError, match="predivide"):
         hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                  op=hvd.Sum, gradient_predivide_factor=2.0)
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="Adasum"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum,
+                                 compression=hvd.Compression.topk(0.1))
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                    named_parameters=model.named_parameters())
     assert isinstance(opt, torch.optim.SGD)

@@ -332,7 +332,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
     named_parameters: model.named_parameters(), to name each allreduce. compression: on the
     wire (Compression.none / fp16 / bf16). backward_passes_per_step: local accumulation before
-    each allreduce. op: Average (default) or Sum; Adasum is not supported.
+    each allreduce. op: Average (default), Sum, or Adasum (each rank's optimizer update, not its
+    gradient, combined by Adasum: hvdsparse.torch.adasum_optimizer).
     gradient_predivide_factor: Average splits into prescale 1/f and postscale f. groups: an int
     (that many grouped allreduces) or a list of lists of parameters.
 
@@ -360,7 +361,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     first_bucket_bytes, tune_bucket_size, tune_trials, tune_steps_per_trial, tune_skip,
     tune_warmup."""
     if op == Adasum:
-        raise NotImplementedError("Adasum is not supported by hvdsparse; use op=hvd.Average.")
+        if pipeline is not None or is_topk(compression):
+            raise ValueError("op=Adasum combines whole parameter updates: it cannot be combined "
+                             "with pipeline='dear' or Compression.topk")
+        from hvdsparse.torch import adasum_optimizer
+        return adasum_optimizer.make(optimizer, named_parameters, compression,
+                                     backward_passes_per_step, process_set)
     prescale, postscale = predivide_scales(op, gradient_predivide_factor)
     check_quantize_bits(quantize_bits)
     if is_topk(compression) and (pipeline is not None or groups is not None or num_groups):
