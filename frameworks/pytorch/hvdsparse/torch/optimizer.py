@@ -288,6 +288,16 @@ class _DistributedMixin(topk.ResidualStateMixin):
             if result is not p.grad:
                 p.grad.copy_(result)
 
+    def _drop_pending(self):
+        """Forgets the allreduces in flight, as after an elastic reset: the runtime that ran them
+        stopped, and the next backward pass starts its own."""
+        self._handles.clear()
+        for group in self._group_ready:
+            self._group_ready[group] = set()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = False
+
     @contextmanager
     def skip_synchronize(self):
         """step() inside this context does not synchronize (after an explicit synchronize())."""
