@@ -1,0 +1,107 @@
+"""Elastic jobs end to end: python3 elastic_test.py <hvdsparse binary> <scenario>.
+
+  kill      np 3, --min-np 2: rank 2 SIGKILLs itself mid-training; the two others roll back to
+            the last commit, go on at size 2 and finish every step with equal parameters.
+  grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
+            interrupted at their next commit, the new one receives the state by sync() and the
+            job ends at size 3.
+  below_min np 2, --min-np 2: a rank dies; the launcher ends the job at --elastic-timeout with an
+            error that says why.
+Prints the recovery time (kill to the first step at the new size).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "train_elastic.py")
+
+
+def launch(binary, flags, env_extra, timeout):
+    env = dict(os.environ, **env_extra)
+    start = time.time()
+    p = subprocess.run([binary, "run"] + flags + [sys.executable, WORKER], env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    return p, time.time() - start
+
+
+def fail(p, why):
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    sys.exit("FAIL: " + why)
+
+
+def done_lines(out):
+    return re.findall(r"DONE STEP (\d+) SIZE (\d+) RANK (\d+) EQUAL (\w+)", out)
+
+
+def check_done(p, steps, size):
+    done = done_lines(p.stdout)
+    if p.returncode != 0:
+        fail(p, "the launcher exited with %d" % p.returncode)
+    if sorted(int(r) for _, _, r, _ in done) != list(range(size)):
+        fail(p, "expected %d ranks to finish, got %s" % (size, done))
+    for step, sz, _, equal in done:
+        if int(step) != steps or int(sz) != size or equal != "True":
+            fail(p, "a rank finished at step %s, size %s, parameters equal: %s" % (step, sz, equal))
+
+
+def first_step_at_size(out, size, after):
+    times = [float(t) for s, t in re.findall(r"STEP \d+ SIZE (\d+) AT ([\d.]+)", out)
+             if int(s) == size and float(t) > after]
+    return min(times) if times else None
+
+
+def scenario_kill(binary):
+    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
+                     {"ELASTIC_TEST_KILL_AT": "10"}, 120)
+    check_done(p, 40, 2)
+    killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
+    if not killed or "goes on without it" not in p.stderr or "membership 2, 2 workers" not in p.stderr:
+        fail(p, "the kill or the new membership was not reported")
+    first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
+    print("kill: job %.1f s; recovery (kill to first step at size 2) %.3f s" %
+          (took, first - float(killed.group(1))))
+
+
+def scenario_grow(binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = os.path.join(tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("localhost:2\n")
+        script = os.path.join(tmp, "discover.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\ncat '%s'\n" % hosts)
+        os.chmod(script, 0o755)
+        p, took = launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
+                                  "--host-discovery-script", script],
+                         {"ELASTIC_TEST_GROW_AT": "5", "ELASTIC_TEST_HOSTS_FILE": hosts,
+                          "ELASTIC_TEST_STEPS": "120", "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 120)
+    check_done(p, 120, 3)
+    if "membership 2, 3 workers (the discovery script listed 1 new slot)" not in p.stderr:
+        fail(p, "the new membership was not reported")
+    grown = re.search(r"STEP 5 SIZE 2 AT ([\d.]+)", p.stdout)
+    first = first_step_at_size(p.stdout, 3, 0)
+    print("grow: job %.1f s; from the slot's addition to the first step at size 3 %.3f s" %
+          (took, first - float(grown.group(1))))
+
+
+def scenario_below_min(binary):
+    p, took = launch(binary, ["-np", "3", "--min-np", "3", "--elastic-timeout", "3"],
+                     {"ELASTIC_TEST_KILL_AT": "5"}, 60)
+    if p.returncode != 1:
+        fail(p, "expected exit code 1, got %d" % p.returncode)
+    if "fewer than --min-np 3 workers (2) for 3 s (--elastic-timeout); ending the job" not in \
+            p.stderr:
+        fail(p, "no clear error for the job below --min-np")
+    if took > 30:
+        fail(p, "the job took %.1f s to end" % took)
+    print("below_min: ended after %.1f s" % took)
+
+
+if __name__ == "__main__":
+    {"kill": scenario_kill, "grow": scenario_grow,
+     "below_min": scenario_below_min}[sys.argv[2]](sys.argv[1])

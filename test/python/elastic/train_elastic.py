@@ -1,0 +1,63 @@
+"""An elastic torch job for elastic_test.py: a linear model trained for STEPS steps, one commit a
+step. Optional events, each set by an environment variable:
+  ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, its last rank SIGKILLs itself
+  ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
+                            prints (ELASTIC_TEST_HOSTS_FILE)
+Prints "STEP <step> SIZE <size> AT <time>" per step, "KILLED AT <time>" and, at the end,
+"DONE STEP <step> SIZE <size> RANK <rank> EQUAL <params equal on every rank>".
+"""
+import os
+import signal
+import time
+
+import torch
+
+import hvdsparse.torch as hvd
+
+STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
+KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
+GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
+STEP_SLEEP = float(os.environ.get("ELASTIC_TEST_STEP_SLEEP", "0.02"))
+
+hvd.init()
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+state = hvd.elastic.TorchState(model, optimizer, step=0)
+resets = []
+state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+
+
+def batch(step, rank):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(8, 16, generator=g)
+    return x, x.sum(dim=1, keepdim=True)
+
+
+@hvd.elastic.run
+def train(state):
+    while state.step < STEPS:
+        if state.step == KILL_AT and hvd.size() == 3 and hvd.rank() == 2:
+            print("KILLED AT %.6f" % time.time(), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if state.step == GROW_AT and hvd.rank() == 0 and hvd.size() == 2:
+            with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "a") as f:
+                f.write("127.0.0.1:1\n")
+        x, y = batch(state.step, hvd.rank())
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        state.step += 1
+        print("STEP %d SIZE %d AT %.6f" % (state.step, hvd.size(), time.time()), flush=True)
+        time.sleep(STEP_SLEEP)
+        state.commit()
+
+
+train(state)
+flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+every = hvd.allgather(flat.unsqueeze(0))
+equal = all(torch.equal(every[0], every[r]) for r in range(every.shape[0]))
+print("DONE STEP %d SIZE %d RANK %d EQUAL %s RESETS %s" % (state.step, hvd.size(), hvd.rank(),
+                                                           equal, resets), flush=True)
+hvd.shutdown()
