@@ -12,18 +12,14 @@ The training function sees two interruptions:
   added). The state is kept; the workers re-initialise and sync, so that the new ones receive it.
 """
 import functools
-import os
 
 from hvdsparse.common import _lib, basics
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 
-def _reset_limit():
-    for name in ("HVDSPARSE_ELASTIC_RESET_LIMIT", "HOROVOD_ELASTIC_RESET_LIMIT"):
-        value = os.environ.get(name)
-        if value:
-            return int(value)
-    return 0
+# A reset whose rendezvous fails (the membership changed again while it ran) is retried: the next
+# init waits for the launcher's newer membership.
+_RESET_TRIES = 5
 
 
 def hosts_updated():
@@ -110,8 +106,6 @@ def run_fn(func, reset):
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
-        limit = _reset_limit()
-        resets = 0
         skip_sync = False
         while True:
             try:
@@ -123,14 +117,19 @@ def run_fn(func, reset):
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
-            resets += 1
-            if limit and resets > limit:
-                raise HorovodInternalError(
-                    "elastic job reset %d times, more than --reset-limit %d" % (resets, limit))
-            reset()
+            _reset_retrying(reset)
             state.on_reset()
 
     return wrapper
+
+
+def _reset_retrying(reset):
+    for attempt in range(_RESET_TRIES):
+        try:
+            return reset()
+        except HorovodInternalError:
+            if attempt + 1 == _RESET_TRIES:
+                raise
 
 
 def reset_runtime():
