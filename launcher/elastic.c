@@ -182,9 +182,9 @@ static void reform(driver_t* d, int64_t* kill_at) {
   d->below_since = -1;
   if (d->ms.epoch > 0 && d->job->args->reset_limit > 0 &&
       d->resets >= d->job->args->reset_limit) {
-    fprintf(stderr, "hvdsparse: elastic: %s, but the job already changed membership %d times "
+    fprintf(stderr, "hvdsparse: elastic: %s, but the job already changed membership %d time%s "
             "(--reset-limit %d); ending the job\n", d->pending, d->resets,
-            d->job->args->reset_limit);
+            d->resets == 1 ? "" : "s", d->job->args->reset_limit);
     d->failed = 1;
     *kill_at = terminate_all(d, SIGTERM);
     return;

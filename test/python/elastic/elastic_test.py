@@ -5,7 +5,9 @@
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
-  below_min np 2, --min-np 2: a rank dies; the launcher ends the job at --elastic-timeout with an
+  reset_limit np 3, --min-np 1, --reset-limit 1: a rank dies (one reset), then another; the
+            launcher ends the job rather than reset a second time.
+  below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
             error that says why.
 Prints the recovery time (kill to the first step at the new size).
 """
@@ -102,6 +104,17 @@ def scenario_below_min(binary):
     print("below_min: ended after %.1f s" % took)
 
 
+def scenario_reset_limit(binary):
+    p, took = launch(binary, ["-np", "3", "--min-np", "1", "--reset-limit", "1"],
+                     {"ELASTIC_TEST_KILL_AT": "5", "ELASTIC_TEST_KILL_AGAIN_AT": "10"}, 60)
+    if p.returncode != 1:
+        fail(p, "expected exit code 1, got %d" % p.returncode)
+    if "membership 2, 2 workers" not in p.stderr or "membership 3" in p.stderr or \
+            "already changed membership 1 time (--reset-limit 1); ending the job" not in p.stderr:
+        fail(p, "no clear error at the reset limit")
+    print("reset_limit: ended after %.1f s" % took)
+
+
 if __name__ == "__main__":
     {"kill": scenario_kill, "grow": scenario_grow,
-     "below_min": scenario_below_min}[sys.argv[2]](sys.argv[1])
+     "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])

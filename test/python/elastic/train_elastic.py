@@ -1,6 +1,7 @@
 """An elastic torch job for elastic_test.py: a linear model trained for STEPS steps, one commit a
 step. Optional events, each set by an environment variable:
   ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, its last rank SIGKILLs itself
+  ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
   ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
                             prints (ELASTIC_TEST_HOSTS_FILE)
 Prints "STEP <step> SIZE <size> AT <time>" per step, "KILLED AT <time>" and, at the end,
@@ -16,6 +17,7 @@ import hvdsparse.torch as hvd
 
 STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
 KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
+KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
 GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
 STEP_SLEEP = float(os.environ.get("ELASTIC_TEST_STEP_SLEEP", "0.02"))
 
@@ -40,6 +42,9 @@ def train(state):
     while state.step < STEPS:
         if state.step == KILL_AT and hvd.size() == 3 and hvd.rank() == 2:
             print("KILLED AT %.6f" % time.time(), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if state.step == KILL_AGAIN_AT and hvd.size() == 2 and hvd.rank() == 1:
+            print("KILLED AGAIN AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         if state.step == GROW_AT and hvd.rank() == 0 and hvd.size() == 2:
             with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "a") as f:
