@@ -39,6 +39,8 @@ typedef struct {
   int64_t next_discovery;
   char pending[256];     /* why a new membership is due; "" when none is */
   int stop_signal;
+  int finishing;         /* 1: a worker of the membership finished (exit 0): the job is ending,
+                            no worker is started or removed any more */
   int ended;             /* 1: the job is being torn down (error or signal) */
   int failed;            /* 1: the job ends in error */
 } driver_t;
@@ -108,6 +110,27 @@ static int fill_slots(driver_t* d, const hvds_host_t* hosts, int nhosts) {
   return started;
 }
 
+static int listed(const hvds_host_t* hosts, int nhosts, const char* host, int slot) {
+  for (int h = 0; h < nhosts; h++)
+    if (strcmp(hosts[h].name, host) == 0) return slot < hosts[h].slots;
+  return 0;
+}
+
+/* Takes the workers whose slot the script no longer lists out of the next membership; they
+ * learn it at their next commit and end (hvd.elastic.run exits them with 0). */
+static int remove_unlisted(driver_t* d, const hvds_host_t* hosts, int nhosts) {
+  int removed = 0;
+  for (int i = 0; i < d->ms.n; i++) {
+    hvds_member_t* m = &d->ms.m[i];
+    if (m->w.exited || m->removed || listed(hosts, nhosts, m->host, m->slot)) continue;
+    fprintf(stderr, "hvdsparse: elastic: the discovery script no longer lists %s:%d; rank %d "
+            "leaves the job\n", m->host, m->slot, m->rank);
+    m->removed = 1;
+    removed++;
+  }
+  return removed;
+}
+
 static void discover(driver_t* d) {
   const hvds_run_args_t* a = d->job->args;
   hvds_host_t* hosts = NULL;
@@ -119,10 +142,11 @@ static void discover(driver_t* d) {
     fprintf(stderr, "hvdsparse: elastic: %s; keeping the current hosts\n", err);
     return;
   }
+  int removed = remove_unlisted(d, hosts, nhosts);
   int started = fill_slots(d, hosts, nhosts);
-  if (started > 0)
-    snprintf(d->pending, sizeof d->pending, "the discovery script listed %d new slot%s", started,
-             started == 1 ? "" : "s");
+  if (started > 0 || removed > 0)
+    snprintf(d->pending, sizeof d->pending, "the discovery script listed %d new slot%s and "
+             "dropped %d", started, started == 1 ? "" : "s", removed);
   free(hosts);
 }
 
@@ -138,8 +162,11 @@ static void observe_exits(driver_t* d) {
     m->w.exited = 1;
     m->w.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
     m->w.status = info.si_status;
-    if (!m->w.signaled && m->w.status == 0) continue;  // finished
-    if (d->ended) continue;
+    if (!m->w.signaled && m->w.status == 0) {  // finished
+      if (!m->removed) d->finishing = 1;
+      continue;
+    }
+    if (d->ended || m->removed) continue;  // a removed worker may end as it likes
     char what[160];
     snprintf(what, sizeof what, "rank %d exited with %s %d", m->rank,
              m->w.signaled ? "signal" : "status code", m->w.status);
@@ -157,10 +184,7 @@ static void observe_exits(driver_t* d) {
 /* Publishes the membership that is due, or ends the job when it cannot be. */
 static void reform(driver_t* d, int64_t* kill_at) {
   int live = hvds__members_live(&d->ms);
-  int finished = 0;
-  for (int i = 0; i < d->ms.n; i++)
-    finished += d->ms.m[i].w.exited && !d->ms.m[i].w.signaled && d->ms.m[i].w.status == 0;
-  if (finished > 0 || live == 0) {  // the job is ending on its own
+  if (d->finishing || live == 0) {  // the job is ending on its own
     d->pending[0] = '\0';
     return;
   }
@@ -222,7 +246,7 @@ static void supervise(driver_t* d) {
     d->failed = 1;
     kill_at = terminate_all(d, SIGKILL);
   }
-  while (pfds != NULL && hvds__members_live(&d->ms) > 0) {
+  while (pfds != NULL && hvds__members_running(&d->ms) > 0) {
     pfds[0] = (struct pollfd){hvds__supervise_signal_fd(), POLLIN, 0};
     int n = 1 + hvds__output_pollfds(d->output, pfds + 1, 2 * d->ms.cap);
     if (poll(pfds, (nfds_t)n, TICK_MS) > 0) {
@@ -230,7 +254,8 @@ static void supervise(driver_t* d) {
       hvds__output_handle(d->output, pfds + 1, n - 1);
     }
     observe_exits(d);
-    if (!d->ended && d->job->args->discovery_script && hvds__now_ms() >= d->next_discovery)
+    if (!d->ended && !d->finishing && d->job->args->discovery_script &&
+        hvds__now_ms() >= d->next_discovery)
       discover(d);
     if (!d->ended && (d->pending[0] || d->below_since >= 0)) reform(d, &kill_at);
     if (kill_at >= 0 && hvds__now_ms() >= kill_at) {

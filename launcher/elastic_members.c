@@ -26,8 +26,14 @@ hvds_member_t* hvds__members_live_on(hvds_members_t* ms, const char* host, int s
 
 int hvds__members_live(const hvds_members_t* ms) {
   int live = 0;
-  for (int i = 0; i < ms->n; i++) live += !ms->m[i].w.exited;
+  for (int i = 0; i < ms->n; i++) live += !ms->m[i].w.exited && !ms->m[i].removed;
   return live;
+}
+
+int hvds__members_running(const hvds_members_t* ms) {
+  int running = 0;
+  for (int i = 0; i < ms->n; i++) running += !ms->m[i].w.exited;
+  return running;
 }
 
 /* Order of the next membership: ranked survivors by rank, then the others by start order. */
@@ -41,7 +47,7 @@ static int order_before(const hvds_member_t* a, int ia, const hvds_member_t* b, 
 static int assign(hvds_members_t* ms, int* order) {
   int size = 0;
   for (int i = 0; i < ms->n; i++)
-    if (!ms->m[i].w.exited) order[size++] = i;
+    if (!ms->m[i].w.exited && !ms->m[i].removed) order[size++] = i;
   for (int i = 1; i < size; i++)  // insertion sort: a few workers
     for (int j = i; j > 0 && order_before(&ms->m[order[j]], order[j], &ms->m[order[j - 1]],
                                           order[j - 1]); j--) {
@@ -71,7 +77,7 @@ static int assign(hvds_members_t* ms, int* order) {
     }
   }
   for (int i = 0; i < ms->n; i++)
-    if (ms->m[i].w.exited) ms->m[i].rank = -1;
+    if (ms->m[i].w.exited || ms->m[i].removed) ms->m[i].rank = -1;
   return size;
 }
 

@@ -5,6 +5,8 @@
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
+  shrink    np 3: the discovery script stops listing the third slot mid-run; its worker leaves
+            at the next commit (exit status 0) and the job ends at size 2.
   reset_limit np 3, --min-np 1, --reset-limit 1: a rank dies (one reset), then another; the
             launcher ends the job rather than reset a second time.
   below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
@@ -69,26 +71,47 @@ def scenario_kill(binary):
           (took, first - float(killed.group(1))))
 
 
+def discovery(tmp, first_line):
+    """A hosts file and a discovery script that prints it."""
+    hosts = os.path.join(tmp, "hosts")
+    with open(hosts, "w") as f:
+        f.write(first_line)
+    script = os.path.join(tmp, "discover.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\ncat '%s'\n" % hosts)
+    os.chmod(script, 0o755)
+    return hosts, script
+
+
 def scenario_grow(binary):
     with tempfile.TemporaryDirectory() as tmp:
-        hosts = os.path.join(tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("localhost:2\n")
-        script = os.path.join(tmp, "discover.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\ncat '%s'\n" % hosts)
-        os.chmod(script, 0o755)
+        hosts, script = discovery(tmp, "localhost:2\n")
         p, took = launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
                                   "--host-discovery-script", script],
                          {"ELASTIC_TEST_GROW_AT": "5", "ELASTIC_TEST_HOSTS_FILE": hosts,
                           "ELASTIC_TEST_STEPS": "120", "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 120)
     check_done(p, 120, 3)
-    if "membership 2, 3 workers (the discovery script listed 1 new slot)" not in p.stderr:
+    if "membership 2, 3 workers (the discovery script listed 1 new slot and dropped 0)" not in p.stderr:
         fail(p, "the new membership was not reported")
     grown = re.search(r"STEP 5 SIZE 2 AT ([\d.]+)", p.stdout)
     first = first_step_at_size(p.stdout, 3, 0)
     print("grow: job %.1f s; from the slot's addition to the first step at size 3 %.3f s" %
           (took, first - float(grown.group(1))))
+
+
+def scenario_shrink(binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts, script = discovery(tmp, "localhost:3\n")
+        p, took = launch(binary, ["-np", "3", "--min-np", "2", "--host-discovery-script", script],
+                         {"ELASTIC_TEST_SHRINK_AT": "5", "ELASTIC_TEST_HOSTS_FILE": hosts,
+                          "ELASTIC_TEST_STEPS": "60", "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 120)
+    check_done(p, 60, 2)
+    if "no longer lists localhost:2; rank 2 leaves the job" not in p.stderr or \
+            "membership 2, 2 workers (the discovery script listed 0 new slots and dropped 1)" \
+            not in p.stderr or "membership 3" in p.stderr or \
+            "has been removed from elastic job; this worker ends" not in p.stderr:
+        fail(p, "the removal was not reported")
+    print("shrink: job %.1f s" % took)
 
 
 def scenario_below_min(binary):
@@ -116,5 +139,5 @@ def scenario_reset_limit(binary):
 
 
 if __name__ == "__main__":
-    {"kill": scenario_kill, "grow": scenario_grow,
+    {"kill": scenario_kill, "grow": scenario_grow, "shrink": scenario_shrink,
      "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])

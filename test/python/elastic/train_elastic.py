@@ -2,6 +2,8 @@
 step. Optional events, each set by an environment variable:
   ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, its last rank SIGKILLs itself
   ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
+  ELASTIC_TEST_SHRINK_AT=S  at step S, while the job has 3 ranks, rank 0 makes the hosts file
+                            list localhost:2 only
   ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
                             prints (ELASTIC_TEST_HOSTS_FILE)
 Prints "STEP <step> SIZE <size> AT <time>" per step, "KILLED AT <time>" and, at the end,
@@ -18,6 +20,7 @@ import hvdsparse.torch as hvd
 STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
 KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
 KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
+SHRINK_AT = int(os.environ.get("ELASTIC_TEST_SHRINK_AT", "-1"))
 GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
 STEP_SLEEP = float(os.environ.get("ELASTIC_TEST_STEP_SLEEP", "0.02"))
 
@@ -49,6 +52,9 @@ def train(state):
         if state.step == GROW_AT and hvd.rank() == 0 and hvd.size() == 2:
             with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "a") as f:
                 f.write("127.0.0.1:1\n")
+        if state.step == SHRINK_AT and hvd.rank() == 0 and hvd.size() == 3:
+            with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "w") as f:
+                f.write("localhost:2\n")
         x, y = batch(state.step, hvd.rank())
         optimizer.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()

@@ -12,6 +12,7 @@ The training function sees two interruptions:
   added). The state is kept; the workers re-initialise and sync, so that the new ones receive it.
 """
 import functools
+import sys
 
 from hvdsparse.common import _lib, basics
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -124,12 +125,20 @@ def run_fn(func, reset):
 
 
 def _reset_retrying(reset):
+    """reset(), retried; a worker the launcher took out of the job (its host left the discovery
+    script's list) ends here, with exit status 0."""
     for attempt in range(_RESET_TRIES):
         try:
             return reset()
         except HorovodInternalError:
             if attempt + 1 == _RESET_TRIES:
                 raise
+        except ValueError as e:
+            if "has been removed from elastic job" not in str(e):
+                raise
+            sys.stderr.write("hvdsparse: %s; this worker ends\n" % e)
+            sys.stderr.flush()
+            raise SystemExit(0)
 
 
 def reset_runtime():
