@@ -2,6 +2,8 @@
 
   kill      np 3, --min-np 2: rank 2 SIGKILLs itself mid-training; the two others roll back to
             the last commit, go on at size 2 and finish every step with equal parameters.
+  kill_rank0  the same with rank 0, the one whose state sync() sends, killed: rank 1 becomes
+            rank 0 and its last commit is the job's.
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
@@ -59,16 +61,17 @@ def first_step_at_size(out, size, after):
     return min(times) if times else None
 
 
-def scenario_kill(binary):
+def scenario_kill(binary, rank=2):
     p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
-                     {"ELASTIC_TEST_KILL_AT": "10"}, 120)
+                     {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_RANK": str(rank)}, 120)
     check_done(p, 40, 2)
     killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
-    if not killed or "goes on without it" not in p.stderr or "membership 2, 2 workers" not in p.stderr:
+    if not killed or "goes on without it" not in p.stderr or \
+            "membership 2, 2 workers (worker localhost:%d failed)" % rank not in p.stderr:
         fail(p, "the kill or the new membership was not reported")
     first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
-    print("kill: job %.1f s; recovery (kill to first step at size 2) %.3f s" %
-          (took, first - float(killed.group(1))))
+    print("kill rank %d: job %.1f s; recovery (kill to first step at size 2) %.3f s" %
+          (rank, took, first - float(killed.group(1))))
 
 
 def discovery(tmp, first_line):
@@ -139,5 +142,5 @@ def scenario_reset_limit(binary):
 
 
 if __name__ == "__main__":
-    {"kill": scenario_kill, "grow": scenario_grow, "shrink": scenario_shrink,
+    {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0), "grow": scenario_grow, "shrink": scenario_shrink,
      "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])

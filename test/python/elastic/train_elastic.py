@@ -1,6 +1,7 @@
 """An elastic torch job for elastic_test.py: a linear model trained for STEPS steps, one commit a
 step. Optional events, each set by an environment variable:
-  ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, its last rank SIGKILLs itself
+  ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, rank ELASTIC_TEST_KILL_RANK
+                            (default 2) SIGKILLs itself
   ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
   ELASTIC_TEST_SHRINK_AT=S  at step S, while the job has 3 ranks, rank 0 makes the hosts file
                             list localhost:2 only
@@ -19,6 +20,7 @@ import hvdsparse.torch as hvd
 
 STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
 KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
+KILL_RANK = int(os.environ.get("ELASTIC_TEST_KILL_RANK", "2"))
 KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
 SHRINK_AT = int(os.environ.get("ELASTIC_TEST_SHRINK_AT", "-1"))
 GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
@@ -43,7 +45,7 @@ def batch(step, rank):
 @hvd.elastic.run
 def train(state):
     while state.step < STEPS:
-        if state.step == KILL_AT and hvd.size() == 3 and hvd.rank() == 2:
+        if state.step == KILL_AT and hvd.size() == 3 and hvd.rank() == KILL_RANK:
             print("KILLED AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         if state.step == KILL_AGAIN_AT and hvd.size() == 2 and hvd.rank() == 1:
