@@ -524,7 +524,8 @@ void hvds__run_args_usage(FILE* f) {
       "\n"
       "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
       "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"
-      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache.\n"
+      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache,\n"
+      "  --blacklist-cooldown-range MIN MAX.\n"
       "\n"
       "Elastic training (either of the first two makes the job elastic):\n"
       "  --min-np N                      the job goes on while N workers are left\n"
@@ -532,6 +533,6 @@ void hvds__run_args_usage(FILE* f) {
       "  --max-np N                      never more workers than N\n"
       "  --slots-per-host N              slots of a host the script names without a count\n"
       "  --elastic-timeout S             end the job when below --min-np this long (600)\n"
-      "  --reset-limit N                 end the job after N membership changes\n",
+      "  --reset-limit N                 end the job rather than change membership N+1 times\n",
       f);
 }
