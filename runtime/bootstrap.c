@@ -164,6 +164,8 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
   hvds__store_set(rt->store, key, "1", 1);
 
   hvds_kv_t kv = {rt->store, kv_set, kv_get};
+  if (hvds__param_int(HVDS_PARAM_ELASTIC))
+    kv = (hvds_kv_t){rt, hvds__elastic_kv_set, hvds__elastic_kv_get};
   char prefix[256];
   snprintf(prefix, sizeof(prefix), "%s/g%d/world", rt->job, rt->generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);

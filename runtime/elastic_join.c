@@ -19,6 +19,8 @@
 #include "store.h"
 
 #define POLL_MS 20
+/* How often a rendezvous wait looks for a newer membership. */
+#define RENDEZVOUS_SLICE_MS 100
 
 static int64_t read_epoch(hvds_store_t* s, const char* job) {
   char key[256];
@@ -113,4 +115,26 @@ hvds_result_t hvds__elastic_join(hvds_runtime_t* rt, const char* addr, int port,
 int64_t hvds__elastic_published_epoch(hvds_runtime_t* rt) {
   if (rt->store == NULL) return -1;
   return read_epoch(rt->store, hvds__param_str(HVDS_PARAM_JOB_ID));
+}
+
+hvds_result_t hvds__elastic_kv_set(void* ctx, const char* key, const void* val, size_t len) {
+  return hvds__store_set(((hvds_runtime_t*)ctx)->store, key, val, len);
+}
+
+hvds_result_t hvds__elastic_kv_get(void* ctx, const char* key, int timeout_ms, void** val,
+                                   size_t* len) {
+  hvds_runtime_t* rt = ctx;
+  int64_t deadline = hvds__now_ms() + timeout_ms;
+  for (;;) {
+    int64_t left = deadline - hvds__now_ms();
+    int slice = left < RENDEZVOUS_SLICE_MS ? (int)(left > 0 ? left : 0) : RENDEZVOUS_SLICE_MS;
+    hvds_result_t rc = hvds__store_get(rt->store, key, slice, val, len);
+    if (rc != HVDS_TIMEOUT || left <= RENDEZVOUS_SLICE_MS) return rc;
+    int64_t published = hvds__elastic_published_epoch(rt);
+    if (published > rt->elastic_epoch) {
+      HVDS_INFO("membership %lld replaces %lld during its rendezvous", (long long)published,
+                (long long)rt->elastic_epoch);
+      return HVDS_REMOTE_ERROR;
+    }
+  }
 }

@@ -18,6 +18,14 @@ extern "C" {
  * On error rt->store may stay open (bootstrap's teardown closes it); the message is recorded. */
 hvds_result_t hvds__elastic_join(hvds_runtime_t* rt, const char* addr, int port, const char* host);
 
+/* The store as the transports' key-value callbacks during an elastic rendezvous (ctx is the
+ * runtime): as hvds__store_set and hvds__store_get, except that a wait for a key gives up with
+ * HVDS_REMOTE_ERROR as soon as the launcher publishes a newer membership, since a worker of this
+ * one failed and will never publish its key. */
+hvds_result_t hvds__elastic_kv_set(void* ctx, const char* key, const void* val, size_t len);
+hvds_result_t hvds__elastic_kv_get(void* ctx, const char* key, int timeout_ms, void** val,
+                                   size_t* len);
+
 /* The newest membership the launcher published, read from rt->store; -1 when unreadable. */
 int64_t hvds__elastic_published_epoch(hvds_runtime_t* rt);
 

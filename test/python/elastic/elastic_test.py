@@ -4,6 +4,9 @@
             the last commit, go on at size 2 and finish every step with equal parameters.
   kill_rank0  the same with rank 0, the one whose state sync() sends, killed: rank 1 becomes
             rank 0 and its last commit is the job's.
+  kill_in_recovery  np 4, --min-np 2: rank 3 dies, then rank 2 dies while the two others wait
+            for it in the new membership's rendezvous; they give that one up as soon as the
+            launcher publishes the next and finish at size 2.
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
@@ -74,6 +77,22 @@ def scenario_kill(binary, rank=2):
           (rank, took, first - float(killed.group(1))))
 
 
+def scenario_kill_in_recovery(binary):
+    p, took = launch(binary, ["-np", "4", "--min-np", "2", "--start-timeout", "60"],
+                     {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_SIZE": "4",
+                      "ELASTIC_TEST_KILL_RANK": "3", "ELASTIC_TEST_DIE_IN_RECOVERY": "1"}, 120)
+    check_done(p, 40, 2)
+    killed = re.search(r"KILLED IN RECOVERY AT ([\d.]+)", p.stdout)
+    if not killed or "membership 3, 2 workers (worker localhost:2 failed)" not in p.stderr:
+        fail(p, "the second failure or the third membership was not reported")
+    first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
+    # Far below the start timeout (60 s) the rendezvous would otherwise wait.
+    if first - float(killed.group(1)) > 15:
+        fail(p, "recovery from the second failure took %.1f s" % (first - float(killed.group(1))))
+    print("kill_in_recovery: job %.1f s; second kill to first step at size 2 %.3f s" %
+          (took, first - float(killed.group(1))))
+
+
 def discovery(tmp, first_line):
     """A hosts file and a discovery script that prints it."""
     hosts = os.path.join(tmp, "hosts")
@@ -142,5 +161,6 @@ def scenario_reset_limit(binary):
 
 
 if __name__ == "__main__":
-    {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0), "grow": scenario_grow, "shrink": scenario_shrink,
+    {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0),
+     "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
      "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])

@@ -1,7 +1,9 @@
 """An elastic torch job for elastic_test.py: a linear model trained for STEPS steps, one commit a
 step. Optional events, each set by an environment variable:
-  ELASTIC_TEST_KILL_AT=S    at step S, while the job has 3 ranks, rank ELASTIC_TEST_KILL_RANK
-                            (default 2) SIGKILLs itself
+  ELASTIC_TEST_KILL_AT=S    at step S, while the job has ELASTIC_TEST_KILL_SIZE ranks (default
+                            3), rank ELASTIC_TEST_KILL_RANK (default 2) SIGKILLs itself
+  ELASTIC_TEST_DIE_IN_RECOVERY=1  rank 2 of 4 SIGKILLs itself 1 s into the reset that follows,
+                            while the others wait for it in the new membership's rendezvous
   ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
   ELASTIC_TEST_SHRINK_AT=S  at step S, while the job has 3 ranks, rank 0 makes the hosts file
                             list localhost:2 only
@@ -17,9 +19,12 @@ import time
 import torch
 
 import hvdsparse.torch as hvd
+from hvdsparse.common import basics
 
 STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
 KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
+KILL_SIZE = int(os.environ.get("ELASTIC_TEST_KILL_SIZE", "3"))
+DIE_IN_RECOVERY = os.environ.get("ELASTIC_TEST_DIE_IN_RECOVERY") == "1"
 KILL_RANK = int(os.environ.get("ELASTIC_TEST_KILL_RANK", "2"))
 KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
 SHRINK_AT = int(os.environ.get("ELASTIC_TEST_SHRINK_AT", "-1"))
@@ -36,6 +41,20 @@ resets = []
 state.register_reset_callbacks([lambda: resets.append(hvd.size())])
 
 
+identity = {}  # rank and size before the last shutdown
+
+
+def die_in_recovery(event):
+    if event == "shutdown" and identity.get("was") == (2, 4):
+        time.sleep(1.0)
+        print("KILLED IN RECOVERY AT %.6f" % time.time(), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+if DIE_IN_RECOVERY:
+    basics.register_reset_hook(die_in_recovery)
+
+
 def batch(step, rank):
     g = torch.Generator().manual_seed(1000 * step + rank)
     x = torch.randn(8, 16, generator=g)
@@ -45,7 +64,7 @@ def batch(step, rank):
 @hvd.elastic.run
 def train(state):
     while state.step < STEPS:
-        if state.step == KILL_AT and hvd.size() == 3 and hvd.rank() == KILL_RANK:
+        if state.step == KILL_AT and hvd.size() == KILL_SIZE and hvd.rank() == KILL_RANK:
             print("KILLED AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         if state.step == KILL_AGAIN_AT and hvd.size() == 2 and hvd.rank() == 1:
@@ -57,6 +76,7 @@ def train(state):
         if state.step == SHRINK_AT and hvd.rank() == 0 and hvd.size() == 3:
             with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "w") as f:
                 f.write("localhost:2\n")
+        identity["was"] = (hvd.rank(), hvd.size())
         x, y = batch(state.step, hvd.rank())
         optimizer.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
