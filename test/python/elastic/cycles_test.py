@@ -1,7 +1,8 @@
 """Many elastic init/shutdown cycles in one process, the job's size changing every cycle (2, 3,
 2, ...): this process plays the launcher (it serves the store and publishes each membership) and
 rank 0; short-lived helper processes are the other ranks. Each cycle runs a barrier at the new
-size. After a warm-up the process's threads and open file descriptors must not grow.
+size. After a warm-up the process's threads and open file descriptors must not change, and its
+resident memory must not keep growing.
 
     python3 cycles_test.py [cycles]
 """
@@ -34,6 +35,11 @@ def counts():
     return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
 
 
+def rss_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
 def main():
     lib = _lib.lib()
     server = ctypes.c_void_p()
@@ -49,7 +55,7 @@ def main():
            "HVDSPARSE_GLOO_RENDEZVOUS_PORT": str(port.value), "HVDSPARSE_HOSTNAME": "h",
            "HVDSPARSE_START_TIMEOUT": "30", "HVDSPARSE_ELASTIC_TIMEOUT": "30"}
     os.environ.update(env, HVDSPARSE_LOCAL_RANK="0")
-    seen = []
+    seen, rss = [], []
     began = time.time()
     for cycle in range(CYCLES):
         size, epoch = 2 + cycle % 2, cycle + 1
@@ -72,14 +78,19 @@ def main():
         for p in helpers:
             assert p.wait(timeout=60) == 0, "a helper rank failed in cycle %d" % cycle
         seen.append(counts())
-        print("cycle %d size %d: threads %d fds %d" % ((cycle, size) + seen[-1]), flush=True)
+        rss.append(rss_kib())
+        print("cycle %d size %d: threads %d fds %d rss %d KiB" % ((cycle, size) + seen[-1] +
+                                                                 (rss[-1],)), flush=True)
     lib.hvds__store_server_stop.argtypes = [ctypes.c_void_p]
     lib.hvds__store_server_stop(server)
     settled = seen[2:]
     if len(set(settled)) != 1:
         sys.exit("FAIL: threads and fds changed across cycles: %s" % seen)
-    print("cycles: %d init/shutdown cycles in %.1f s, threads and fds flat at %s" %
-          (CYCLES, time.time() - began, settled[0]))
+    grown = rss[-1] - rss[2]
+    if grown > 4096:
+        sys.exit("FAIL: resident memory grew %d KiB from cycle 2 to cycle %d" % (grown, CYCLES - 1))
+    print("cycles: %d init/shutdown cycles in %.1f s, threads and fds flat at %s, resident memory "
+          "%+d KiB from cycle 2" % (CYCLES, time.time() - began, settled[0], grown))
 
 
 if __name__ == "__main__":
