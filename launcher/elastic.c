@@ -170,7 +170,7 @@ static void observe_exits(driver_t* d) {
     char what[160];
     snprintf(what, sizeof what, "rank %d exited with %s %d", m->rank,
              m->w.signaled ? "signal" : "status code", m->w.status);
-    fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); the job goes on without it\n",
+    fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); re-forming the job without it\n",
             m->host, m->slot, what);
     // The survivors' errors name it (runtime/coordinator.c reads hvds/<job>.e<N>/failed).
     char key[256];

@@ -156,15 +156,20 @@ done:
   return code;
 }
 
-/* An elastic job starts with -np workers (else --min-np), as many as the hosts have slots for,
+/* An elastic job starts with -np workers (at least --min-np), as many as the hosts have slots for,
  * never more than --max-np; its workers learn that they are elastic from HVDSPARSE_ELASTIC. */
-static hvds_result_t prepare_elastic(hvds_run_args_t* a, const hvds_host_t* hosts, int nhosts) {
+static hvds_result_t prepare_elastic(hvds_run_args_t* a, const hvds_host_t* hosts, int nhosts,
+                                     char* err, size_t errlen) {
   int slots = 0;
   for (int h = 0; h < nhosts; h++) slots += hosts[h].slots;
-  if (a->np == 0) a->np = a->min_np;
+  if (a->np < a->min_np) a->np = a->min_np;
   if (a->min_np == 0) a->min_np = a->np;
   if (a->max_np > 0 && a->np > a->max_np) a->np = a->max_np;
   if (a->np > slots) a->np = slots;
+  if (a->discovery_script == NULL && slots < a->min_np) {
+    snprintf(err, errlen, "the hosts have %d slots, fewer than --min-np %d", slots, a->min_np);
+    return HVDS_INVALID_ARGUMENT;
+  }
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%g",
            a->elastic_timeout >= 0 ? a->elastic_timeout : HVDS_ELASTIC_TIMEOUT_DEFAULT);
@@ -201,7 +206,8 @@ static int launch(int argc, char** argv, int horovod_alias) {
   job.args = &args;
   hvds_slot_t* slots = NULL;
   if (load_hosts(&args, &hosts, &nhosts, err, sizeof(err)) != HVDS_SUCCESS) goto fail;
-  if (args.elastic && prepare_elastic(&args, hosts, nhosts) != HVDS_SUCCESS) goto fail;
+  if (args.elastic && prepare_elastic(&args, hosts, nhosts, err, sizeof(err)) != HVDS_SUCCESS)
+    goto fail;
   if (args.np == 0)
     for (int h = 0; h < nhosts; h++) args.np += hosts[h].slots;
   if (hvds__hosts_assign(hosts, nhosts, args.np, &slots, err, sizeof(err)) != HVDS_SUCCESS)

@@ -69,7 +69,7 @@ def scenario_kill(binary, rank=2):
                      {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_RANK": str(rank)}, 120)
     check_done(p, 40, 2)
     killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
-    if not killed or "goes on without it" not in p.stderr or \
+    if not killed or "re-forming the job without it" not in p.stderr or \
             "membership 2, 2 workers (worker localhost:%d failed)" % rank not in p.stderr:
         fail(p, "the kill or the new membership was not reported")
     first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
