@@ -48,7 +48,8 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.reset()
 
     def reset(self):
-        """Divides the samples not yet processed this epoch among the current ranks."""
+        """Divides the samples not yet processed this epoch among the current ranks; the next
+        iteration (not get_indices before it) follows the new division."""
         self.num_replicas = max(1, mpi_ops.size()) if mpi_ops.is_initialized() else 1
         self.rank = mpi_ops.rank() if mpi_ops.is_initialized() else 0
         left = [i for i in range(len(self.dataset)) if i not in self.processed_indices]
@@ -57,7 +58,6 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.remaining_indices = left
         self.num_samples = int(math.ceil(len(left) / self.num_replicas))
         self.total_size = self.num_samples * self.num_replicas
-        self.indices = self._my_indices()
 
     def _my_indices(self):
         padded = self.remaining_indices[:]

@@ -21,6 +21,7 @@ class _ModelHandler:
 
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
+        self.save()
 
     def reset(self):
         pass
@@ -40,6 +41,7 @@ class _OptimizerHandler:
 
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
+        self.save()
 
     def reset(self):
         # Allreduces started before the reset belong to the runtime that stopped.
@@ -67,6 +69,7 @@ class _SamplerHandler:
         state = self.value.state_dict()
         state["processed_indices"] = done
         self.value.load_state_dict(broadcast_object(state, root_rank=0))
+        self.save()
 
     def reset(self):
         self.value.reset()
@@ -76,7 +79,8 @@ class TorchState(ObjectState):
     """Horovod's hvd.elastic.TorchState(model=None, optimizer=None, **kwargs): commit() saves
     copies of the model's and the optimizer's state dicts, of every ElasticSampler given as a
     keyword and of the other keywords; restore() loads the copies; sync() broadcasts them all
-    from rank 0."""
+    from rank 0, and keeps them as the saved copies (a restore before the next commit returns
+    to the synced state)."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         handlers, values = {}, {}
