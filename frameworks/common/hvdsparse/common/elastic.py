@@ -9,7 +9,8 @@ The training function sees two interruptions:
 - HorovodInternalError: a collective failed (a peer died). Every survivor rolls back to the last
   commit(), re-initialises and syncs from the new rank 0 before retrying.
 - HostsUpdatedInterrupt: commit() found that the launcher published a newer membership (workers
-  added). The state is kept; the workers re-initialise and sync, so that the new ones receive it.
+  added or removed). The state is kept; the workers re-initialise and sync, so that new ones
+  receive it; a removed worker ends.
 """
 import functools
 import sys
