@@ -1,4 +1,5 @@
-"""Elastic jobs end to end: python3 elastic_test.py <hvdsparse binary> <scenario>.
+"""Elastic jobs end to end: python3 elastic_test.py <hvdsparse binary> <scenario>. Given the
+horovodrun binary instead, kill runs a Horovod script (import horovod.torch) under it.
 
   kill      np 3, --min-np 2: rank 2 SIGKILLs itself mid-training; the two others roll back to
             the last commit, go on at size 2 and finish every step with equal parameters.
@@ -32,7 +33,8 @@ WORKER = os.path.join(HERE, "train_elastic.py")
 def launch(binary, flags, env_extra, timeout):
     env = dict(os.environ, **env_extra)
     start = time.time()
-    p = subprocess.run([binary, "run"] + flags + [sys.executable, WORKER], env=env,
+    run = [binary] if os.path.basename(binary) == "horovodrun" else [binary, "run"]
+    p = subprocess.run(run + flags + [sys.executable, WORKER], env=env,
                        capture_output=True, text=True, timeout=timeout)
     return p, time.time() - start
 
@@ -65,8 +67,10 @@ def first_step_at_size(out, size, after):
 
 
 def scenario_kill(binary, rank=2):
+    horovod = "1" if os.path.basename(binary) == "horovodrun" else "0"
     p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
-                     {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_RANK": str(rank)}, 120)
+                     {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_RANK": str(rank),
+                      "ELASTIC_TEST_HOROVOD": horovod}, 120)
     check_done(p, 40, 2)
     killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
     if not killed or "re-forming the job without it" not in p.stderr or \

@@ -9,6 +9,7 @@ step. Optional events, each set by an environment variable:
                             list localhost:2 only
   ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
                             prints (ELASTIC_TEST_HOSTS_FILE)
+ELASTIC_TEST_HOROVOD=1 imports horovod.torch (horovodrun's alias) instead of hvdsparse.torch.
 Prints "STEP <step> SIZE <size> AT <time>" per step, "KILLED AT <time>" and, at the end,
 "DONE STEP <step> SIZE <size> RANK <rank> EQUAL <params equal on every rank>".
 """
@@ -18,8 +19,12 @@ import time
 
 import torch
 
-import hvdsparse.torch as hvd
 from hvdsparse.common import basics
+
+if os.environ.get("ELASTIC_TEST_HOROVOD") == "1":  # a Horovod script, under horovodrun's alias
+    import horovod.torch as hvd
+else:
+    import hvdsparse.torch as hvd
 
 STEPS = int(os.environ.get("ELASTIC_TEST_STEPS", "40"))
 KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
