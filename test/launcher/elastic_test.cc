@@ -58,6 +58,18 @@ TEST(Discovery, AFailingScriptOrABadLineIsAnError) {
   EXPECT_EQ(hosts, nullptr);
 }
 
+TEST(Discovery, AScriptThatHangsIsKilledAtTheTimeout) {
+  hvds_host_t* hosts = nullptr;
+  int n = 0;
+  char err[512] = "";
+  // The sleep keeps stdout open in a child of the script: the whole group is killed.
+  EXPECT_EQ(hvds__discover_hosts(("sh " + Script("echo a:1\nsleep 60\n")).c_str(), 0, &hosts,
+                                 &n, err, sizeof err),
+            HVDS_TIMEOUT);
+  EXPECT_NE(std::string(err).find("did not finish within 10 s"), std::string::npos) << err;
+  EXPECT_EQ(hosts, nullptr);
+}
+
 TEST(Members, SurvivorsKeepTheirOrderAndNewWorkersComeAfter) {
   hvds_store_server_t* srv = nullptr;
   int port = 0;
