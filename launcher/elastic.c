@@ -170,8 +170,9 @@ static void observe_exits(driver_t* d) {
     char what[160];
     snprintf(what, sizeof what, "rank %d exited with %s %d", m->rank,
              m->w.signaled ? "signal" : "status code", m->w.status);
-    fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); re-forming the job without it\n",
-            m->host, m->slot, what);
+    fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); %s\n", m->host, m->slot, what,
+            d->finishing ? "the job was ending (a worker had finished)"
+                         : "re-forming the job without it");
     // The survivors' errors name it (runtime/coordinator.c reads hvds/<job>.e<N>/failed).
     char key[256];
     snprintf(key, sizeof key, "hvds/%s.e%d/failed", d->job->job_id, d->ms.epoch);
