@@ -21,20 +21,8 @@ const hvds_compat_flag_t hvds__no_effect_flags[] = {
     {"--no-torus-allreduce", 0,
      "torus allreduce is an NCCL variant; GPU tensors do not run here yet"},
     {"--disable-cache", 0, "nothing to disable: no host checks are cached between runs"},
+    {"--blacklist-cooldown-range", 2,
+     "a slot whose worker failed is not used again in this job (no cool-down)"},
 };
 const int hvds__no_effect_flag_count =
     (int)(sizeof(hvds__no_effect_flags) / sizeof(hvds__no_effect_flags[0]));
-
-const hvds_compat_flag_t hvds__elastic_flags[] = {
-    {"--min-np", 1, 0},
-    {"--min-num-proc", 1, 0},
-    {"--max-np", 1, 0},
-    {"--max-num-proc", 1, 0},
-    {"--slots-per-host", 1, 0},
-    {"--elastic-timeout", 1, 0},
-    {"--reset-limit", 1, 0},
-    {"--blacklist-cooldown-range", 2, 0},
-    {"--host-discovery-script", 1, 0},
-};
-const int hvds__elastic_flag_count =
-    (int)(sizeof(hvds__elastic_flags) / sizeof(hvds__elastic_flags[0]));

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "discovery.h"
+#include "elastic.h"
 #include "hosts.h"
 #include "launcher.h"
 #include "log.h"
@@ -94,6 +96,17 @@ static hvds_result_t store_address(const hvds_run_args_t* a, const hvds_job_t* j
 
 static hvds_result_t load_hosts(const hvds_run_args_t* a, hvds_host_t** hosts, int* nhosts,
                                 char* err, size_t errlen) {
+  if (a->discovery_script) {
+    hvds_result_t rc =
+        hvds__discover_hosts(a->discovery_script, a->slots_per_host, hosts, nhosts, err, errlen);
+    if (rc == HVDS_SUCCESS && *nhosts == 0) {
+      snprintf(err, errlen, "the host discovery script %s listed no host", a->discovery_script);
+      free(*hosts);
+      *hosts = NULL;
+      rc = HVDS_INVALID_ARGUMENT;
+    }
+    return rc;
+  }
   if (a->hosts) return hvds__hosts_parse(a->hosts, hosts, nhosts, err, errlen);
   if (a->hostfile) return hvds__hosts_parse_file(a->hostfile, hosts, nhosts, err, errlen);
   char spec[64];
@@ -143,6 +156,28 @@ done:
   return code;
 }
 
+/* An elastic job starts with -np workers (at least --min-np), as many as the hosts have slots for,
+ * never more than --max-np; its workers learn that they are elastic from HVDSPARSE_ELASTIC. */
+static hvds_result_t prepare_elastic(hvds_run_args_t* a, const hvds_host_t* hosts, int nhosts,
+                                     char* err, size_t errlen) {
+  int slots = 0;
+  for (int h = 0; h < nhosts; h++) slots += hosts[h].slots;
+  if (a->np < a->min_np) a->np = a->min_np;
+  if (a->min_np == 0) a->min_np = a->np;
+  if (a->max_np > 0 && a->np > a->max_np) a->np = a->max_np;
+  if (a->np > slots) a->np = slots;
+  if (a->discovery_script == NULL && slots < a->min_np) {
+    snprintf(err, errlen, "the hosts have %d slots, fewer than --min-np %d", slots, a->min_np);
+    return HVDS_INVALID_ARGUMENT;
+  }
+  char timeout[32];
+  snprintf(timeout, sizeof timeout, "%g",
+           a->elastic_timeout >= 0 ? a->elastic_timeout : HVDS_ELASTIC_TIMEOUT_DEFAULT);
+  hvds_result_t rc = hvds__env_list_set(&a->knobs, "ELASTIC", "1");
+  if (rc == HVDS_SUCCESS) rc = hvds__env_list_set(&a->knobs, "ELASTIC_TIMEOUT", timeout);
+  return rc;
+}
+
 /* `hvdsparse run` and horovodrun (horovod_alias 1). */
 static int launch(int argc, char** argv, int horovod_alias) {
   char err[512] = "";
@@ -171,6 +206,8 @@ static int launch(int argc, char** argv, int horovod_alias) {
   job.args = &args;
   hvds_slot_t* slots = NULL;
   if (load_hosts(&args, &hosts, &nhosts, err, sizeof(err)) != HVDS_SUCCESS) goto fail;
+  if (args.elastic && prepare_elastic(&args, hosts, nhosts, err, sizeof(err)) != HVDS_SUCCESS)
+    goto fail;
   if (args.np == 0)
     for (int h = 0; h < nhosts; h++) args.np += hosts[h].slots;
   if (hvds__hosts_assign(hosts, nhosts, args.np, &slots, err, sizeof(err)) != HVDS_SUCCESS)
@@ -190,7 +227,7 @@ static int launch(int argc, char** argv, int horovod_alias) {
   double start_timeout =
       args.start_timeout >= 0 ? args.start_timeout : hvds__param_dbl(HVDS_PARAM_START_TIMEOUT);
   if (args.verbose) print_assignment(&job);
-  code = run_job(&job, store, start_timeout);
+  code = args.elastic ? hvds__elastic_run(&job, store) : run_job(&job, store, start_timeout);
 fail:
   if (err[0]) fprintf(stderr, "hvdsparse: %s\n", err);
   hvds__store_server_stop(store);

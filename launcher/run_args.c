@@ -290,14 +290,48 @@ static hvds_result_t parse_compat_flag(cursor_t* c, hvds_run_args_t* a) {
     hvds_result_t rc = skip_values(c, f->nvalues);
     return rc == HVDS_SUCCESS ? hvds__env_list_set(&a->warnings, f->flag, f->why) : rc;
   }
-  for (int k = 0; k < hvds__elastic_flag_count; k++) {
-    c->inline_value = NULL;
-    if (!flag_is(w, hvds__elastic_flags[k].flag, &c->inline_value)) continue;
-    snprintf(c->err, c->errlen,
-             "%s: elastic training (--min-np, --max-np, --host-discovery-script, ...) is not "
-             "supported yet; start a fixed-size job with -np",
-             hvds__elastic_flags[k].flag);
+  return HVDS_NOT_SUPPORTED;
+}
+
+/* A count flag's value: a positive int (0 allowed when zero_ok). */
+static hvds_result_t count_value(cursor_t* c, const char* flag, int zero_ok, int* out) {
+  const char* v = value_of(c);
+  long long n;
+  if (v == NULL) return HVDS_INVALID_ARGUMENT;
+  if (parse_int(v, &n) != 0 || n > 1000000 || (n == 0 && !zero_ok)) {
+    snprintf(c->err, c->errlen, "invalid %s '%s'", flag, v);
     return HVDS_INVALID_ARGUMENT;
+  }
+  *out = (int)n;
+  return HVDS_SUCCESS;
+}
+
+/* The elastic flags; HVDS_NOT_SUPPORTED when the word is none of them. */
+static hvds_result_t parse_elastic_flag(cursor_t* c, hvds_run_args_t* a) {
+  const char* w = c->argv[c->i];
+  c->inline_value = NULL;
+  if (flag_is(w, "--min-np", &c->inline_value) || flag_is(w, "--min-num-proc", &c->inline_value)) {
+    a->elastic = 1;
+    return count_value(c, "--min-np", 0, &a->min_np);
+  }
+  if (flag_is(w, "--max-np", &c->inline_value) || flag_is(w, "--max-num-proc", &c->inline_value))
+    return count_value(c, "--max-np", 0, &a->max_np);
+  if (flag_is(w, "--slots-per-host", &c->inline_value))
+    return count_value(c, "--slots-per-host", 0, &a->slots_per_host);
+  if (flag_is(w, "--reset-limit", &c->inline_value))
+    return count_value(c, "--reset-limit", 1, &a->reset_limit);
+  if (flag_is(w, "--host-discovery-script", &c->inline_value)) {
+    a->elastic = 1;
+    return (a->discovery_script = value_of(c)) ? HVDS_SUCCESS : HVDS_INVALID_ARGUMENT;
+  }
+  if (flag_is(w, "--elastic-timeout", &c->inline_value)) {
+    const char* v = value_of(c);
+    if (v == NULL) return HVDS_INVALID_ARGUMENT;
+    if (parse_double(v, &a->elastic_timeout) != 0) {
+      snprintf(c->err, c->errlen, "invalid --elastic-timeout '%s'", v);
+      return HVDS_INVALID_ARGUMENT;
+    }
+    return HVDS_SUCCESS;
   }
   return HVDS_NOT_SUPPORTED;
 }
@@ -363,7 +397,8 @@ static hvds_result_t parse_flag(cursor_t* c, hvds_run_args_t* a) {
   } else if (flag_is(w, "-v", NULL) || flag_is(w, "--version", NULL)) {
     a->version = 1;
   } else {
-    return parse_compat_flag(c, a);
+    hvds_result_t rc = parse_elastic_flag(c, a);
+    return rc == HVDS_NOT_SUPPORTED ? parse_compat_flag(c, a) : rc;
   }
 #undef VALUE_FLAG
 #undef NEED
@@ -396,8 +431,16 @@ static hvds_result_t check_complete(const hvds_run_args_t* a, char* err, size_t 
     snprintf(err, errlen, "no command given (usage: hvdsparse run -np N command ...)");
   } else if (a->hosts && a->hostfile) {
     snprintf(err, errlen, "-H and --hostfile are mutually exclusive");
-  } else if (a->np == 0 && !a->hosts && !a->hostfile) {
+  } else if (a->np == 0 && !a->hosts && !a->hostfile && !a->elastic) {
     snprintf(err, errlen, "-np is required");
+  } else if (a->elastic && a->np == 0 && a->min_np == 0) {
+    snprintf(err, errlen, "an elastic job needs -np or --min-np");
+  } else if (a->elastic && a->max_np > 0 && a->max_np < (a->min_np > 0 ? a->min_np : a->np)) {
+    snprintf(err, errlen, "--max-np %d is below --min-np (or -np)", a->max_np);
+  } else if (!a->elastic && (a->max_np || a->slots_per_host || a->reset_limit ||
+                             a->elastic_timeout >= 0)) {
+    snprintf(err, errlen, "--max-np, --slots-per-host, --elastic-timeout and --reset-limit need "
+             "an elastic job (--min-np or --host-discovery-script)");
   } else {
     return HVDS_SUCCESS;
   }
@@ -408,6 +451,7 @@ hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, 
                                    size_t errlen) {
   memset(out, 0, sizeof(*out));
   out->start_timeout = -1;
+  out->elastic_timeout = -1;
   cursor_t c = {argc, argv, 0, NULL, err, errlen};
   hvds_result_t rc = HVDS_SUCCESS;
   for (; c.i < argc && rc == HVDS_SUCCESS; c.i++) {
@@ -480,7 +524,15 @@ void hvds__run_args_usage(FILE* f) {
       "\n"
       "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
       "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"
-      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache.\n"
-      "Elastic flags (--min-np, --max-np, --host-discovery-script, ...) are not supported yet.\n",
+      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache,\n"
+      "  --blacklist-cooldown-range MIN MAX.\n"
+      "\n"
+      "Elastic training (either of the first two makes the job elastic):\n"
+      "  --min-np N                      the job goes on while N workers are left\n"
+      "  --host-discovery-script FILE    prints the usable hosts, one 'host:slots' a line\n"
+      "  --max-np N                      never more workers than N\n"
+      "  --slots-per-host N              slots of a host the script names without a count\n"
+      "  --elastic-timeout S             end the job when below --min-np this long (600)\n"
+      "  --reset-limit N                 end the job rather than change membership N+1 times\n",
       f);
 }

@@ -47,6 +47,12 @@ typedef struct {
   int prefix_timestamp;           /* --prefix-output-with-timestamp */
   int check_build;                /* -cb / --check-build: print what this build supports */
   int help, version;
+  int elastic;                    /* --min-np or --host-discovery-script given (elastic.h) */
+  int min_np, max_np;             /* --min-np, --max-np; 0 when absent */
+  const char* discovery_script;   /* --host-discovery-script: prints "host:slots" lines */
+  int slots_per_host;             /* --slots-per-host; 0 when absent */
+  double elastic_timeout;         /* --elastic-timeout; < 0 when absent (600 s) */
+  int reset_limit;                /* --reset-limit; 0 when absent (no limit) */
   hvds_env_list_t knobs;          /* suffix -> value, exported as HVDSPARSE_<s> and HOROVOD_<s> */
   int cli_knobs;                  /* knobs[0, cli_knobs) came from the command line */
   hvds_env_list_t xvars;          /* -x NAME[=VALUE] */

@@ -50,6 +50,8 @@ hvds_result_t hvds__supervise_install_signals(void) {
   return HVDS_SUCCESS;
 }
 
+int hvds__supervise_signal_fd(void) { return sig_pipe[0]; }
+
 static void kill_group(const hvds_worker_t* w, int sig) {
   if (kill(-w->pid, sig) != 0 && errno == ESRCH) kill(w->pid, sig);
 }

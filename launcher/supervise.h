@@ -30,6 +30,10 @@ typedef struct {
  * before the first worker is spawned, so that no exit goes unnoticed. */
 hvds_result_t hvds__supervise_install_signals(void);
 
+/* The read end of the self-pipe that carries each signal number caught (non-blocking), for a
+ * supervisor loop of its own (elastic.c); -1 before hvds__supervise_install_signals(). */
+int hvds__supervise_signal_fd(void);
+
 /* Runs until every worker has exited and returns the launcher's exit code: 0 when all exited
  * with 0; 1 after a worker failed (the first failure is named on stderr, and so are the ranks
  * that never reached rendezvous while others did); 128+signal when the launcher itself was told

@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "collectives.h"
+#include "elastic_join.h"
 #include "hierarchy.h"
 #include "launch_env.h"
 #include "launch_store.h"
@@ -149,8 +150,10 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
                            "rank %d of %d: no rendezvous address; start the job with `hvdsparse "
                            "run` or set HVDSPARSE_GLOO_RENDEZVOUS_ADDR and _PORT",
                            rt->rank, rt->size);
-  hvds_result_t rc =
-      hvds__store_connect(addr, port, secret ? secret : "", start_ms, &rt->store, err, sizeof(err));
+  // An elastic worker connected already, to learn its identity (elastic_join.h).
+  hvds_result_t rc = rt->store != NULL ? HVDS_SUCCESS
+                                       : hvds__store_connect(addr, port, secret ? secret : "",
+                                                             start_ms, &rt->store, err, sizeof(err));
   if (rc != HVDS_SUCCESS)
     return hvds__set_error(rc, "rank %d: cannot reach the rendezvous store at %s:%d: %s", rt->rank,
                            addr, port, err);
@@ -162,6 +165,8 @@ static hvds_result_t connect_world(hvds_runtime_t* rt, const char* addr, int por
   hvds__store_set(rt->store, key, "1", 1);
 
   hvds_kv_t kv = {rt->store, kv_set, kv_get};
+  if (hvds__param_int(HVDS_PARAM_ELASTIC))
+    kv = (hvds_kv_t){rt, hvds__elastic_kv_set, hvds__elastic_kv_get};
   char prefix[256];
   snprintf(prefix, sizeof(prefix), HVDS_KEY_GEN_WORLD, rt->job, rt->generation);
   const char* iface = hvds__param_str(HVDS_PARAM_GLOO_IFACE);
@@ -292,6 +297,16 @@ hvds_result_t hvds__bootstrap(hvds_runtime_t* rt) {
   if (engine) {
     adopt_engine_identity(rt, &env);
     host = env.host;
+  } else if (hvds__param_int(HVDS_PARAM_ELASTIC)) {
+    hvds_result_t rc = hvds__elastic_join(rt, addr, port, host);
+    if (rc != HVDS_SUCCESS) {
+      rt->bootstrap_failed = 1;
+      hvds__bootstrap_teardown(rt);
+      return rc;
+    }
+    // The start-up deadline counts from the membership, not from the wait for it.
+    rt->start_deadline_ms =
+        hvds__now_ms() + (int64_t)(hvds__param_dbl(HVDS_PARAM_START_TIMEOUT) * 1000);
   }
   if (rt->size < 1 || rt->rank < 0 || rt->rank >= rt->size)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "invalid rank %d for size %d", rt->rank,

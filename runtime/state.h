@@ -129,7 +129,10 @@ typedef struct hvds_runtime {
   HVDS_ATOMIC(int) initialized;       /* init/shutdown */
   HVDS_ATOMIC(int) shut_down;         /* coord: loop ended; enqueue fails after this */
   HVDS_ATOMIC(int) shutdown_requested;/* any: ask every rank to stop */
-  int generation;                /* init: count of inits in this process */
+  int generation;                /* init: count of inits in this process; an elastic job's
+                                    membership epoch (elastic_join.h) */
+  int64_t elastic_epoch;         /* init: the elastic membership joined last; 0 before, kept
+                                    across shutdown */
   pid_t owner_pid;               /* init: the process that ran init; a process forked from it
                                     holds a copy of this state, not the runtime (forked copy) */
 

@@ -147,6 +147,12 @@ hvds_result_t hvds_shutdown(void);
  * uncaught RuntimeError: ..."). NULL or "" clears it; cleared again at init. */
 hvds_result_t hvds_set_shutdown_reason(const char* reason);
 int hvds_is_initialized(void);
+/* Elastic jobs (`hvdsparse run --min-np`/`--host-discovery-script`): 1 when the launcher has
+ * published a membership newer than the one this rank joined at its last init (workers were
+ * added or removed: re-initialize to join it), 0 when not, -1 when the runtime is not running
+ * or the job is not elastic. Asks the launcher's store: call it on one rank and broadcast the
+ * answer, as hvd.elastic's commit() does. Thread-safe. */
+int hvds_elastic_hosts_updated(void);
 
 /* The message of the last failed call on this thread (thread-local, valid until the next call). */
 const char* hvds_last_error(void);

@@ -1,5 +1,5 @@
 // horovodrun compatibility of the launcher's command line: flags without effect (warned),
-// elastic flags (refused), --network-interface, --check-build, --config-file and its YAML
+// elastic flags, --network-interface, --check-build, --config-file and its YAML
 // reader, and which of the launcher's variables travel to remote workers.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -82,20 +82,50 @@ TEST(HorovodrunFlags, HorovodrunSpellingsOfKnobsWork) {
   hvds__run_args_free(&a);
 }
 
-TEST(HorovodrunFlags, ElasticFlagsAreRefusedAsNotSupportedYet) {
+TEST(HorovodrunFlags, ElasticFlagsMakeAnElasticJob) {
+  Args w({"-np", "3", "--min-np", "2", "--max-np=4", "--host-discovery-script", "./discover.sh",
+          "--slots-per-host", "2", "--elastic-timeout", "60", "--reset-limit", "3", "true"});
+  hvds_run_args_t a;
+  ASSERT_EQ(w.Parse(&a), HVDS_SUCCESS) << w.err;
+  EXPECT_EQ(a.elastic, 1);
+  EXPECT_EQ(a.np, 3);
+  EXPECT_EQ(a.min_np, 2);
+  EXPECT_EQ(a.max_np, 4);
+  EXPECT_STREQ(a.discovery_script, "./discover.sh");
+  EXPECT_EQ(a.slots_per_host, 2);
+  EXPECT_EQ(a.elastic_timeout, 60);
+  EXPECT_EQ(a.reset_limit, 3);
+  hvds__run_args_free(&a);
+  // The discovery script alone makes a job elastic; -np then defaults to --min-np.
+  Args d({"--host-discovery-script", "./discover.sh", "--min-np", "2", "true"});
+  ASSERT_EQ(d.Parse(&a), HVDS_SUCCESS) << d.err;
+  EXPECT_EQ(a.elastic, 1);
+  hvds__run_args_free(&a);
+}
+
+TEST(HorovodrunFlags, ElasticFlagsNeedAnElasticJob) {
   for (std::vector<std::string> words :
-       {std::vector<std::string>{"-np", "2", "--min-np", "1", "true"},
-        {"-np", "2", "--max-np=4", "true"},
-        {"--host-discovery-script", "./discover.sh", "true"},
+       {std::vector<std::string>{"-np", "2", "--max-np=4", "true"},
         {"-np", "2", "--slots-per-host", "2", "true"},
-        {"-np", "2", "--blacklist-cooldown-range", "10", "100", "true"},
         {"-np", "2", "--elastic-timeout", "60", "true"},
         {"-np", "2", "--reset-limit", "3", "true"}}) {
     Args w(words);
     hvds_run_args_t a;
     EXPECT_EQ(w.Parse(&a), HVDS_INVALID_ARGUMENT) << words[2];
-    EXPECT_NE(std::string(w.err).find("not supported yet"), std::string::npos) << w.err;
+    EXPECT_NE(std::string(w.err).find("need an elastic job"), std::string::npos) << w.err;
   }
+  Args w({"-np", "4", "--min-np", "3", "--max-np", "2", "true"});
+  hvds_run_args_t a;
+  EXPECT_EQ(w.Parse(&a), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(w.err).find("below --min-np"), std::string::npos) << w.err;
+}
+
+TEST(HorovodrunFlags, BlacklistCooldownIsAcceptedWithAWarning) {
+  Args w({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "10", "100", "true"});
+  hvds_run_args_t a;
+  ASSERT_EQ(w.Parse(&a), HVDS_SUCCESS) << w.err;
+  EXPECT_NE(hvds__env_list_get(&a.warnings, "--blacklist-cooldown-range"), nullptr);
+  hvds__run_args_free(&a);
 }
 
 TEST(HorovodrunFlags, NetworkInterfacesAccumulateWithoutRepeats) {

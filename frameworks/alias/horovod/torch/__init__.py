@@ -5,8 +5,8 @@ are registered under horovod.torch.* as well."""
 import sys
 
 import hvdsparse.torch as _impl
-from hvdsparse.torch import compression, functions, mpi_ops, optimizer  # noqa: F401
+from hvdsparse.torch import compression, elastic, functions, mpi_ops, optimizer  # noqa: F401
 
-for _sub in ("compression", "functions", "mpi_ops", "optimizer"):
+for _sub in ("compression", "elastic", "functions", "mpi_ops", "optimizer"):
     sys.modules[__name__ + "." + _sub] = getattr(_impl, _sub)
 sys.modules[__name__] = _impl

@@ -131,6 +131,7 @@ _SIGNATURES = {
     "hvds_shutdown": (_I, []),
     "hvds_set_shutdown_reason": (_I, [_c.c_char_p]),
     "hvds_is_initialized": (_I, []),
+    "hvds_elastic_hosts_updated": (_I, []),
     "hvds_last_error": (_c.c_char_p, []),
     "hvds_result_str": (_c.c_char_p, [_I]),
     "hvds_rank": (_I, []),
@@ -183,7 +184,7 @@ _SIGNATURES = {
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
 _OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback",
-             "hvds_set_shutdown_reason"}
+             "hvds_set_shutdown_reason", "hvds_elastic_hosts_updated"}
 
 _LIBNAME = "libhvdsparse.so"
 _lock = threading.Lock()

@@ -6,7 +6,9 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """The set of hosts changed (elastic training). hvdsparse does not raise it yet."""
+    """The launcher added or removed workers (elastic training): commit() raises it on every rank
+    together, and hvd.elastic.run re-initialises with the new membership. skip_sync: the
+    state need not be broadcast again."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")

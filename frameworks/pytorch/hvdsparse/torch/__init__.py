@@ -5,7 +5,7 @@
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
-hvdsparse.torch.elastic is not provided yet. CUDA tensors raise NotImplementedError until the
+Elastic training: hvdsparse.torch.elastic (hvd.elastic.run, TorchState, ElasticSampler). CUDA tensors raise NotImplementedError until the
 NCCL backend exists.
 """
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
@@ -27,3 +27,4 @@ from hvdsparse.torch.mpi_ops import (  # noqa: F401
     sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from hvdsparse.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvdsparse.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from hvdsparse.torch import elastic  # noqa: F401,E402

@@ -299,6 +299,16 @@ class _DistributedMixin(topk.ResidualStateMixin):
         if self.sparse_as_dense and p in self._sparse_grads and not p.grad.is_sparse:
             p.grad = p.grad.to_sparse(self._sparse_grads[p])
 
+    def _drop_pending(self):
+        """Forgets the allreduces in flight, as after an elastic reset: the runtime that ran them
+        stopped, and the next backward pass starts its own."""
+        self._handles.clear()
+        for group in self._group_ready:
+            self._group_ready[group] = set()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = False
+
     @contextmanager
     def skip_synchronize(self):
         """step() inside this context does not synchronize (after an explicit synchronize())."""
