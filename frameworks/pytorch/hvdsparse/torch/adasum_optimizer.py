@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from hvdsparse.torch import mpi_ops
+from hvdsparse.torch.parameter_names import parameter_names
 
 
 class _AdasumDeltaMixin:
@@ -20,24 +21,7 @@ class _AdasumDeltaMixin:
     def __init__(self, params, named_parameters, compression, backward_passes_per_step):
         super().__init__(params)
         params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is None:
-            named = [("allreduce.noname.%d" % i, p) for i, p in enumerate(params)]
-        else:
-            named = list(named_parameters)
-            if any(not isinstance(item, tuple) for item in named):
-                raise ValueError("named_parameters should be a sequence of tuples (name, "
-                                 "parameter), usually produced by model.named_parameters().")
-            names = [n for n, _ in named]
-            dups = sorted({n for n in names if names.count(n) > 1})
-            if dups:
-                raise ValueError("Parameter names in named_parameters must be unique. Found "
-                                 "duplicates: %s" % ", ".join(dups))
-            unnamed = {id(p) for p in params} - {id(p) for _, p in named}
-            if unnamed:
-                raise ValueError("named_parameters was specified, but one or more model "
-                                 "parameters were not named. Python object ids: %s"
-                                 % ", ".join(str(i) for i in unnamed))
-        self._hvds_names = {p: n for n, p in sorted(named, key=lambda item: item[0])}
+        self._hvds_names = parameter_names(self.param_groups, named_parameters)
         self._hvds_compression = compression
         self.backward_passes_per_step = backward_passes_per_step
         self._hvds_delay = {p: backward_passes_per_step for p in self._hvds_names}

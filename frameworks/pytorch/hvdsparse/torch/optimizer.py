@@ -17,6 +17,7 @@ from hvdsparse.common.topk import check_quantize_bits, is_topk
 from hvdsparse.torch import mpi_ops, topk
 from hvdsparse.torch.compression import Compression
 from hvdsparse.torch.mpi_ops import Adasum, Average, global_process_set
+from hvdsparse.torch.parameter_names import parameter_names
 
 _OVERFLOW = ("Gradients were computed more than backward_passes_per_step times before call to "
              "step(). Increase backward_passes_per_step to accumulate gradients locally.")
@@ -54,28 +55,8 @@ class _DistributedMixin(topk.ResidualStateMixin):
         self._compression = Compression.none if self._topk is not None else compression
         self._quantize_bits = quantize_bits
         all_params = [p for g in self.param_groups for p in g["params"]]
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), p)
-                                for i, g in enumerate(self.param_groups)
-                                for j, p in enumerate(g["params"])]
-        if any(not isinstance(item, tuple) for item in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        names = [name for name, _ in named_parameters]
-        dups = sorted({n for n in names if names.count(n) > 1})
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be unique. Found "
-                             "duplicates: %s" % ", ".join(dups))
-        named_ids = {id(p) for _, p in named_parameters}
-        unnamed = [id(p) for p in all_params if id(p) not in named_ids]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: %s"
-                             % ", ".join(str(i) for i in unnamed))
-        self._parameter_names = {p: name for name, p in sorted(named_parameters,
-                                                                key=lambda kv: kv[0])}
+        self._parameter_names = parameter_names(self.param_groups, named_parameters)
+        named_parameters = [(name, p) for p, name in self._parameter_names.items()]
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {p: backward_passes_per_step for p in all_params}
         self.op = op

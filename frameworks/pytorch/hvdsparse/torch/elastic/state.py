@@ -8,9 +8,11 @@ from hvdsparse.torch.functions import (allgather_object, broadcast_object,
                                        broadcast_optimizer_state, broadcast_parameters)
 
 
-class _ModelHandler:
-    def __init__(self, model):
-        self.value = model
+class _StateDictHandler:
+    """Keeps a copy of an object's state_dict(): save() takes it, restore() puts it back."""
+
+    def __init__(self, value):
+        self.value = value
         self.save()
 
     def save(self):
@@ -18,25 +20,20 @@ class _ModelHandler:
 
     def restore(self):
         self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
-        self.save()
 
     def reset(self):
         pass
 
 
-class _OptimizerHandler:
-    def __init__(self, optimizer):
-        self.value = optimizer
+class _ModelHandler(_StateDictHandler):
+    def sync(self):
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
         self.save()
 
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
 
+class _OptimizerHandler(_StateDictHandler):
     def restore(self):
-        self.value.load_state_dict(self._saved)
+        super().restore()
         self.reset()
 
     def sync(self):
@@ -50,17 +47,7 @@ class _OptimizerHandler:
             drop()
 
 
-class _SamplerHandler:
-    def __init__(self, sampler):
-        self.value = sampler
-        self.save()
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class _SamplerHandler(_StateDictHandler):
     def sync(self):
         # Every rank processed its own samples since the last sync: the job has done the union.
         done = set()
