@@ -68,3 +68,23 @@ def test_indexed_slices_need_sparse_as_dense():
     for r in range(hvd.size()):
         expected[r % 4] -= PASSES / hvd.size()
     np.testing.assert_allclose(emb.numpy(), expected, rtol=1e-6)
+
+
+def test_fit_applies_every_nth_batch():
+    tf.keras.utils.set_random_seed(4)
+    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=_optimizer(True), loss="mse")
+    start = [v.numpy() for v in model.trainable_variables]
+    x = np.random.RandomState(hvd.rank()).randn(8, 3).astype(np.float32)
+    y = np.ones((8, 1), np.float32)
+    model.fit(x[:4], y[:4], batch_size=2, epochs=1, shuffle=False, verbose=0)  # 2 of 3 passes
+    for a, b in zip(model.trainable_variables, start):
+        np.testing.assert_array_equal(a.numpy(), b)
+    model.fit(x[4:6], y[4:6], batch_size=2, epochs=1, shuffle=False, verbose=0)  # the 3rd
+    assert int(model.optimizer.iterations.numpy()) == PASSES
+    everyone = hvd.allgather_object([v.numpy() for v in model.trainable_variables])
+    for a, b in zip(everyone[-1], start):
+        assert not np.allclose(a, b)
+    for other in everyone:
+        for a, b in zip(other, everyone[0]):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
