@@ -9,7 +9,7 @@ PY_FLAGS = -DPython3_EXECUTABLE=$(shell command -v $(PY)) -DHVDS_REQUIRE_PYTHON_
 APT_PACKAGES := cmake g++ make pkg-config libgloo-dev libhwloc-dev libgtest-dev openmpi-bin \
                 libopenmpi-dev iproute2
 PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1 torch==2.5.1 \
-            tensorflow-cpu==2.20.0
+            tensorflow-cpu==2.20.0 tf-keras==2.20.1
 
 .PHONY: all deps build test demo bench test-asan clean
 .PHONY: fuzz test-tsan

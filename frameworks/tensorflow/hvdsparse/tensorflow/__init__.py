@@ -8,8 +8,8 @@
 Not compiled against TensorFlow: collectives copy tensors to host numpy buffers and call the C
 library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
 copied to the host. TF1 graph/session APIs (broadcast_global_variables,
-BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers),
-SyncBatchNormalization and elastic are not provided.
+BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers) and
+elastic are not provided.
 """
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvdsparse.tensorflow.compression import Compression  # noqa: F401
@@ -34,3 +34,11 @@ def DistributedOptimizer(optimizer, *args, **kwargs):
     tf.compat.v1 optimizers are not supported."""
     from hvdsparse.tensorflow.keras import DistributedOptimizer as _keras_opt
     return _keras_opt(optimizer, *args, **kwargs)
+
+
+def __getattr__(name):
+    # SyncBatchNormalization derives from tf.keras's layer: Keras loads only when it is asked for.
+    if name == "SyncBatchNormalization":
+        from hvdsparse.tensorflow.sync_batch_norm import SyncBatchNormalization
+        return SyncBatchNormalization
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -201,22 +201,33 @@ class DistributedGradientTape:
                                     unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        local = [self._is_local(s) for s in flat_sources]
-        shared_idx = [i for i, l in enumerate(local) if not l]
-        reduced = allreduce_gradients(
-            [flat_grads[i] for i in shared_idx], [flat_sources[i] for i in shared_idx],
-            self._compression, self._sparse_as_dense, self._op, self._predivide,
-            self._num_groups, self._groups, self._process_set, self._sparse_algorithm,
-            self._sparse_detect, self._quantize_bits)
-        out = list(flat_grads)
-        for i, r in zip(shared_idx, reduced):
-            out[i] = r
-        if self._scale_local_gradients and self._op == Average:
-            n = self._process_set.size()
-            for i, l in enumerate(local):
-                if l and out[i] is not None and n > 1:
-                    out[i] = _scale(out[i], 1.0 / n)
+        out = allreduce_skipping_local(
+            flat_grads, flat_sources, [self._is_local(s) for s in flat_sources],
+            self._scale_local_gradients and self._op == Average,
+            compression=self._compression, sparse_as_dense=self._sparse_as_dense, op=self._op,
+            gradient_predivide_factor=self._predivide, num_groups=self._num_groups,
+            groups=self._groups, process_set=self._process_set,
+            sparse_algorithm=self._sparse_algorithm, sparse_detect=self._sparse_detect,
+            quantize_bits=self._quantize_bits)
         return tf.nest.pack_sequence_as(grads, out)
+
+
+def allreduce_skipping_local(grads, sources, local, scale_local, **options):
+    """allreduce_gradients over the gradients whose local flag is False; the local ones are
+    kept, divided by the process set's size when scale_local (Horovod's
+    scale_local_gradients)."""
+    shared = [i for i, is_local in enumerate(local) if not is_local]
+    reduced = allreduce_gradients([grads[i] for i in shared], [sources[i] for i in shared],
+                                  **options)
+    out = list(grads)
+    for i, r in zip(shared, reduced):
+        out[i] = r
+    n = options.get("process_set", global_process_set).size()
+    if scale_local and n > 1:
+        for i, is_local in enumerate(local):
+            if is_local and out[i] is not None:
+                out[i] = _scale(out[i], 1.0 / n)
+    return out
 
 
 def _scale(g, factor):

@@ -1,4 +1,5 @@
-"""hvdsparse.tensorflow.keras: Horovod's Keras API (Keras 3, the tf.keras of TF >= 2.16).
+"""hvdsparse.tensorflow.keras: Horovod's Keras API, for whichever Keras tf.keras is (Keras 3, or
+tf_keras with TF_USE_LEGACY_KERAS=1).
 
     import hvdsparse.tensorflow.keras as hvd
     hvd.init()
@@ -11,7 +12,7 @@ import tensorflow as tf
 
 from hvdsparse.tensorflow import mpi_ops as _ops
 from hvdsparse.tensorflow.compression import Compression
-from hvdsparse.tensorflow.gradient_tape import _check_options, allreduce_gradients
+from hvdsparse.tensorflow.gradient_tape import _check_options
 from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum, ProcessSet, add_process_set, ccl_built,
     cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, global_process_set,
@@ -21,38 +22,16 @@ from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
 from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object,  # noqa: F401
                                             broadcast_variables)
 from hvdsparse.tensorflow.keras import callbacks  # noqa: F401
+from hvdsparse.tensorflow.keras.optimizer import distributed_class
 
-_WRAPPED = {}
 
-
-def _distributed_class(cls, options):
-    """A subclass of the optimizer's class whose apply()/apply_gradients() allreduce the
-    gradients first. The class keeps the original's name (serialisation, summaries)."""
-    def allreduce(self, grads, variables):
-        return allreduce_gradients(list(grads), list(variables) if variables is not None
-                                   else None, **self._hvds_options)
-
-    namespace = {"_hvds_options": options, "_hvds_allreduce": allreduce,
-                 "__module__": cls.__module__}
-    if hasattr(cls, "apply") and hasattr(cls, "stateless_apply"):  # Keras 3
-        def apply(self, grads, trainable_variables=None):
-            grads = list(grads)
-            variables = trainable_variables
-            if variables is None and self.built:
-                variables = self._trainable_variables
-            grads = self._hvds_allreduce(grads, variables)
-            return super(new_cls, self).apply(grads, trainable_variables)
-        namespace["apply"] = apply
-    else:  # Keras 2 style optimizers (tf_keras)
-        def apply_gradients(self, grads_and_vars, *args, **kwargs):
-            grads_and_vars = list(grads_and_vars)
-            grads = self._hvds_allreduce([g for g, _ in grads_and_vars],
-                                         [v for _, v in grads_and_vars])
-            return super(new_cls, self).apply_gradients(
-                list(zip(grads, [v for _, v in grads_and_vars])), *args, **kwargs)
-        namespace["apply_gradients"] = apply_gradients
-    new_cls = type(cls.__name__, (cls,), namespace)
-    return new_cls
+def _options(compression, sparse_as_dense, op, gradient_predivide_factor, num_groups, groups,
+             process_set, sparse_algorithm=None, sparse_detect=None, quantize_bits=0):
+    return dict(compression=compression or Compression.none, sparse_as_dense=sparse_as_dense,
+                op=op, gradient_predivide_factor=gradient_predivide_factor,
+                num_groups=num_groups, groups=groups, process_set=process_set,
+                sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect,
+                quantize_bits=quantize_bits)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse='',
@@ -61,46 +40,73 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True,
                          sparse_algorithm=None, sparse_detect=None, quantize_bits=0):
-    """Returns a copy of a Keras optimizer (built from its config) whose gradients are
-    allreduced over process_set before they are applied; works in model.fit's compiled train
-    step and with optimizer.apply_gradients(). tf.IndexedSlices gradients go through the
-    sparse allreduce unless sparse_as_dense (sparse_algorithm, sparse_detect: see
-    allreduce_gradients; quantize_bits with Compression.topk: the sparse allreduce's quantized
-    gather, docs/compression.md)."""
+    """Returns a copy of a Keras optimizer (Keras 3 or tf_keras, built from its config) whose
+    gradients are allreduced over process_set before they are applied; works in model.fit's
+    train step, with minimize()/compute_gradients() and with apply_gradients().
+    tf.IndexedSlices gradients go through the sparse allreduce unless sparse_as_dense
+    (sparse_algorithm, sparse_detect: see allreduce_gradients; quantize_bits with
+    Compression.topk: the sparse allreduce's quantized gather, docs/compression.md).
+
+    backward_passes_per_step > 1 sums the gradients locally and allreduces and applies them
+    every that many steps (divided by it with average_aggregated_gradients); the steps between
+    only advance the optimizer's iterations. register_local_var(v) keeps v's gradient local
+    (divided by the set size when scale_local_gradients)."""
     _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm,
                    quantize_bits)
-    if backward_passes_per_step != 1:
-        raise NotImplementedError("hvdsparse: backward_passes_per_step > 1 (local gradient "
-                                  "aggregation) is not supported yet")
-    options = dict(compression=compression or Compression.none,
-                   sparse_as_dense=sparse_as_dense, op=op,
-                   gradient_predivide_factor=gradient_predivide_factor,
-                   num_groups=num_groups, groups=groups, process_set=process_set,
-                   sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect,
-                   quantize_bits=quantize_bits)
-    cls = _distributed_class(optimizer.__class__, options)
+    options = _options(compression, sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                       groups, process_set, sparse_algorithm, sparse_detect, quantize_bits)
+    cls = distributed_class(optimizer.__class__, options, backward_passes_per_step,
+                            average_aggregated_gradients, scale_local_gradients)
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
     return cls.from_config(config)
 
 
+def PartialDistributedOptimizer(optimizer, name=None, device_dense='', device_sparse='',
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """A DistributedOptimizer whose local_layers' (a Keras layer or a list of them) trainable
+    variables keep their local gradients (divided by the set size when
+    scale_local_gradients)."""
+    if op not in (Average, Sum):
+        raise ValueError("op currently only supports Average and Sum")
+    opt = DistributedOptimizer(
+        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients)
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise ValueError("All local layers must be Keras layers")
+        for v in layer.trainable_weights:
+            opt.register_local_var(v)
+    return opt
+
+
 def _wrap_in_place(optimizer, **kwargs):
-    options = dict(compression=kwargs.get("compression") or Compression.none,
-                   sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
-                   num_groups=0, groups=None, process_set=global_process_set)
-    optimizer.__class__ = _distributed_class(optimizer.__class__, options)
+    options = _options(kwargs.get("compression"), False, Average, 1.0, 0, None,
+                       global_process_set)
+    optimizer.__class__ = distributed_class(optimizer.__class__, options)
     return optimizer
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,
                compression=Compression.none, legacy_opts=False):
-    """keras.models.load_model, with the restored optimizer (and its state) made distributed."""
-    import keras
+    """tf.keras.models.load_model, with the restored optimizer (and its state) made
+    distributed."""
     objects = dict(custom_objects or {})
     for opt_cls in custom_optimizers or []:
         objects[opt_cls.__name__] = opt_cls
-    model = keras.models.load_model(filepath, custom_objects=objects)
+    model = tf.keras.models.load_model(filepath, custom_objects=objects)
     if getattr(model, "optimizer", None) is not None:
         _wrap_in_place(model.optimizer, compression=compression)
     return model

@@ -1,7 +1,11 @@
 """Keras callbacks: BroadcastGlobalVariablesCallback, MetricAverageCallback,
-LearningRateScheduleCallback, LearningRateWarmupCallback."""
-import keras
+LearningRateScheduleCallback, LearningRateWarmupCallback, BestModelCheckpoint.
+
+They derive from tf.keras's classes, so they follow whichever Keras tf.keras is: Keras 3, or
+tf_keras under TF_USE_LEGACY_KERAS=1 (whose fit needs its own Callback's hooks; a tf_keras
+callback also runs in a Keras 3 fit)."""
 import numpy as np
+import tensorflow as tf
 
 from hvdsparse.tensorflow import mpi_ops
 from hvdsparse.tensorflow.functions import broadcast_variables
@@ -15,7 +19,7 @@ def _optimizer_variables(optimizer):
     return list(v() if callable(v) else v)
 
 
-class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
     """Broadcasts the model's variables from root_rank when training starts, and the model's and
     the optimizer's after the first batch (the optimizer creates its slots on its first step),
     so every rank starts from root_rank's state."""
@@ -47,7 +51,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         self.broadcast_done = True
 
 
-class MetricAverageCallback(keras.callbacks.Callback):
+class MetricAverageCallback(tf.keras.callbacks.Callback):
     """Averages the epoch's metrics over the ranks at the end of every epoch (put it before
     callbacks that read the metrics, such as ReduceLROnPlateau or checkpointing)."""
 
@@ -78,7 +82,7 @@ def _get_lr(optimizer):
     return float(lr.numpy() if hasattr(lr, "numpy") else lr)
 
 
-class LearningRateScheduleCallback(keras.callbacks.Callback):
+class LearningRateScheduleCallback(tf.keras.callbacks.Callback):
     """Sets the learning rate to initial_lr * multiplier (a number, or a function of the epoch,
     fractional when staircase=False) between start_epoch and end_epoch.
 
@@ -147,3 +151,25 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         if epoch == self.warmup_epochs - 1 and self.verbose > 0 and mpi_ops.rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g."
                   % (epoch + 1, _get_lr(self.model.optimizer)))
+
+
+class BestModelCheckpoint(tf.keras.callbacks.ModelCheckpoint):
+    """ModelCheckpoint that saves only the best model so far (save_best_only) by monitor.
+    filepath may be left out and set later (callback.filepath = ...) before training starts,
+    as Horovod's elastic state does."""
+
+    def __init__(self, monitor='val_loss', verbose=0, save_weights_only=False, mode='auto',
+                 save_freq='epoch', filepath=None):
+        # Keras 3 checks the path's extension when constructed, so it gets a well-formed one.
+        placeholder = "best.weights.h5" if save_weights_only else "best.keras"
+        super().__init__(filepath=filepath or placeholder, monitor=monitor, verbose=verbose,
+                         save_best_only=True, save_weights_only=save_weights_only, mode=mode,
+                         save_freq=save_freq)
+        self.filepath = filepath
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError("BestModelCheckpoint: set filepath before training")
+        parent = getattr(super(), "on_train_begin", None)
+        if parent is not None:
+            parent(logs)

@@ -1,8 +1,0 @@
-"""`import horovod.tensorflow.keras as hvd` gives hvdsparse.tensorflow.keras (opt-in alias)."""
-import sys
-
-import hvdsparse.tensorflow.keras as _impl
-from hvdsparse.tensorflow.keras import callbacks  # noqa: F401
-
-sys.modules[__name__ + ".callbacks"] = _impl.callbacks
-sys.modules[__name__] = _impl
