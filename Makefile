@@ -9,7 +9,17 @@ PY_FLAGS = -DPython3_EXECUTABLE=$(shell command -v $(PY)) -DHVDS_REQUIRE_PYTHON_
 APT_PACKAGES := cmake g++ make pkg-config libgloo-dev libhwloc-dev libgtest-dev openmpi-bin \
                 libopenmpi-dev iproute2
 PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1 torch==2.5.1 \
-            tensorflow-cpu==2.20.0 tf-keras==2.20.1
+            tensorflow-cpu==2.20.0
+# Installed without their dependencies: tf-keras asks for the full tensorflow package, which
+# tensorflow-cpu already provides.
+PIP_NODEPS := tf-keras==2.20.1
+
+# Installs the pinned packages $(1) (pip options $(2)) unless every one is there at its version.
+define pip_pinned
+@$(PY) -c "import importlib.metadata as m, sys; pins=dict(p.split('==') for p in sys.argv[1:]); \
+  sys.exit(any(m.version(k) != v for k, v in pins.items()))" $(1) 2>/dev/null || \
+  { echo "installing Python packages: $(1)"; $(PY) -m pip install -q $(2) $(1); }
+endef
 
 .PHONY: all deps build test demo bench test-asan clean
 .PHONY: fuzz test-tsan
@@ -23,9 +33,8 @@ deps:
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@$(PY) -c "import importlib.metadata as m, sys; pins=dict(p.split('==') for p in sys.argv[1:]); \
-	  sys.exit(any(m.version(k) != v for k, v in pins.items()))" $(PIP_PINS) 2>/dev/null || \
-	  { echo "installing Python packages: $(PIP_PINS)"; $(PY) -m pip install -q $(PIP_PINS); }
+	$(call pip_pinned,$(PIP_PINS),)
+	$(call pip_pinned,$(PIP_NODEPS),--no-deps)
 
 build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) $(PY_FLAGS) >$(BUILD).configure.log 2>&1 || \
