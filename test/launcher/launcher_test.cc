@@ -210,7 +210,7 @@ struct Job {
     EXPECT_EQ(hvds__job_make_ids(&job), HVDS_SUCCESS);
     snprintf(job.store_addr, sizeof(job.store_addr), "10.0.0.1");
     job.store_port = 4242;
-    snprintf(job.cwd, sizeof(job.cwd), "/work/it's here");
+    snprintf(job.cwd, sizeof(job.cwd), "/srv/it's here");
   }
   ~Job() {
     hvds__run_args_free(&a);
@@ -317,7 +317,7 @@ TEST(Spawn, RemoteCommandLines) {
     ASSERT_EQ(v.size(), head.size() + 1);
     for (size_t i = 0; i < head.size(); i++) EXPECT_EQ(v[i], head[i]);
     const std::string& line = v.back();
-    EXPECT_EQ(line.rfind("cd '/work/it'\\''s here' >/dev/null 2>&1; env ", 0), 0u) << line;
+    EXPECT_EQ(line.rfind("cd '/srv/it'\\''s here' >/dev/null 2>&1; env ", 0), 0u) << line;
     EXPECT_NE(line.find(" HVDSPARSE_RANK='0'"), std::string::npos);
     EXPECT_NE(line.find(" 'echo' 'it'\\''s'"), std::string::npos) << line;
     hvds__argv_free(argv);
