@@ -19,6 +19,7 @@
 #include "discovery.h"
 #include "elastic_members.h"
 #include "output.h"
+#include "store_keys.h"
 #include "supervise.h"
 
 #define DISCOVERY_INTERVAL_MS 1000
@@ -168,8 +169,9 @@ static void observe_exits(driver_t* d) {
     }
     if (d->ended || m->removed) continue;  // a removed worker may end as it likes
     char what[160];
-    snprintf(what, sizeof what, "rank %d exited with %s %d", m->rank,
-             m->w.signaled ? "signal" : "status code", m->w.status);
+    snprintf(what, sizeof what, "rank %d exited with %s %d%s", m->rank,
+             m->w.signaled ? "signal" : "status code", m->w.status,
+             m->silenced ? ", ended by the launcher: it stopped responding" : "");
     fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); %s\n", m->host, m->slot, what,
             d->finishing ? "the job was ending (a worker had finished)"
                          : "re-forming the job without it");
@@ -179,6 +181,28 @@ static void observe_exits(driver_t* d) {
     hvds__store_server_set(d->store, key, what, strlen(what));
     ban(d, m);
     snprintf(d->pending, sizeof d->pending, "worker %.200s:%d failed", m->host, m->slot);
+  }
+}
+
+/* Ends the worker its peers found unresponsive (runtime/fault_cause.c): it may be hung or cut
+ * off the network, and the job cannot re-form while it runs. Its exit is then a failure like
+ * any other (observe_exits). */
+static void end_silent(driver_t* d) {
+  if (d->ms.epoch <= 0) return;
+  char job[256], key[320], val[16];
+  snprintf(job, sizeof job, "%s.e%d", d->job->job_id, d->ms.epoch);
+  snprintf(key, sizeof key, HVDS_KEY_SILENT, job);
+  if (hvds__store_server_get(d->store, key, val, sizeof val) != 1) return;
+  int rank = atoi(val);
+  for (int i = 0; i < d->ms.n; i++) {
+    hvds_member_t* m = &d->ms.m[i];
+    if (m->rank != rank || m->w.exited || m->removed || m->silenced) continue;
+    fprintf(stderr,
+            "hvdsparse: elastic: worker %s:%d (rank %d) stopped responding: its peers "
+            "timed out waiting for it; ending it\n",
+            m->host, m->slot, m->rank);
+    m->silenced = 1;
+    kill_group(&m->w, SIGKILL);
   }
 }
 
@@ -255,6 +279,7 @@ static void supervise(driver_t* d) {
       hvds__output_handle(d->output, pfds + 1, n - 1);
     }
     observe_exits(d);
+    if (!d->ended && !d->finishing) end_silent(d);
     if (!d->ended && !d->finishing && d->job->args->discovery_script &&
         hvds__now_ms() >= d->next_discovery)
       discover(d);

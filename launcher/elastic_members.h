@@ -17,6 +17,7 @@ typedef struct {
   int rank;                      /* rank in the newest membership; -1 when not in it */
   int removed;                   /* its slot left the discovery script's list: it is not in
                                     the next membership and may exit as it likes */
+  int silenced;                  /* ended by the launcher: its peers found it unresponsive */
   int local_rank, local_size, cross_rank, cross_size; /* in the newest membership */
 } hvds_member_t;
 

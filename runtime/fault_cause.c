@@ -15,7 +15,11 @@
  * The reports can loop back: a rank still waiting for a hung peer may be aborted by a neighbour
  * whose own wait (on it) timed out first, and then it reports that neighbour. Every report also
  * counts in "<job>/g<gen>/reported"; when the chain is inconclusive, the ranks that have not
- * reported once the others have (or after a second) are the cause. */
+ * reported once the others have (or after a second) are the cause.
+ *
+ * A rank found unresponsive (timed out on, or silent while every other rank failed) is also
+ * written to "hvds/<job>/silent": an elastic launcher ends that worker, whose process may still
+ * run (hung, or cut off the network), so that the job can re-form without it. */
 #include "fault_cause.h"
 
 #include <errno.h>
@@ -78,6 +82,14 @@ static int64_t timeouts_on(hvds_store_t* st, const char* prefix, int r) {
   return hvds__store_add_within(st, key, 0, &n, REPLY_MS) == HVDS_SUCCESS ? n : 0;
 }
 
+/* Records rank r as unresponsive for the launcher (store_keys.h: HVDS_KEY_SILENT). */
+static void mark_silent(hvds_store_t* st, const char* job, int r) {
+  char key[320], val[16];
+  snprintf(key, sizeof(key), HVDS_KEY_SILENT, job);
+  int len = snprintf(val, sizeof(val), "%d", r);
+  hvds__store_set_within(st, key, val, (size_t)len, REPLY_MS);
+}
+
 typedef enum { LINK, EXITED, SILENT } verdict_t;
 
 /* Waits for rank r's report (LINK, *peer and *kind set) or the launcher's record of its exit
@@ -115,8 +127,9 @@ static int publish(hvds_store_t* store, const char* prefix, int rank, int peer, 
 /* Follows the reports from peer (lost with edge) until a rank that reported nothing; writes the
  * verdict to out, or leaves it empty when the reports loop back (a rank aborted by a peer before
  * its own wait timed out reports that peer, not the rank it was waiting for). */
-static void follow(hvds_store_t* store, const char* prefix, const char* launcher_key, int rank,
-                   int size, int peer, char edge, char* out, size_t outlen) {
+static void follow(hvds_store_t* store, const char* job, const char* prefix,
+                   const char* launcher_key, int rank, int size, int peer, char edge, char* out,
+                   size_t outlen) {
   unsigned char* seen = calloc((size_t)size, 1);
   if (seen == NULL) return;
   seen[rank] = 1;
@@ -137,12 +150,13 @@ static void follow(hvds_store_t* store, const char* prefix, const char* launcher
     }
     if (v == EXITED)
       snprintf(out, outlen, " Root cause: %s (failures followed: %s).", text, chain);
-    else if (v == SILENT && timeouts > 0)
+    else if (v == SILENT && timeouts > 0) {
+      mark_silent(store, job, cur);
       snprintf(out, outlen,
                " Root cause: rank %d stopped responding: %lld rank%s timed out waiting for it and "
                "it reported no error of its own (stopped or hung?; failures followed: %s).",
                cur, (long long)timeouts, timeouts == 1 ? "" : "s", chain);
-    else if (v == SILENT)
+    } else if (v == SILENT)
       snprintf(out, outlen,
                " Root cause: rank %d closed its connections without reporting an error (did it "
                "die?; failures followed: %s).", cur, chain);
@@ -158,8 +172,8 @@ static void follow(hvds_store_t* store, const char* prefix, const char* launcher
  * reads one key per rank). */
 #define SCAN_MAX_RANKS 1024
 #define SILENT_MAX 4
-static void find_silent(hvds_store_t* store, const char* prefix, const char* launcher_key,
-                        int size, char* out, size_t outlen) {
+static void find_silent(hvds_store_t* store, const char* job, const char* prefix,
+                        const char* launcher_key, int size, char* out, size_t outlen) {
   if (size > SCAN_MAX_RANKS) return;
   char key[320];
   snprintf(key, sizeof(key), HVDS_KEY_REPORTED, prefix);
@@ -178,6 +192,7 @@ static void find_silent(hvds_store_t* store, const char* prefix, const char* lau
     snprintf(out, outlen, " Root cause: %s.", text);
     return;
   }
+  if (n == 1) mark_silent(store, job, silent[0]);
   for (int i = 0, used = 0; i < n; i++)
     used += snprintf(names + used, sizeof(names) - (size_t)used, "%s%d",
                      i == 0 ? "" : i == n - 1 ? " and " : ", ", silent[i]);
@@ -196,6 +211,6 @@ void hvds__fault_root_cause(hvds_store_t* store, const char* job, int generation
   if (peer < 0 || peer >= size || peer == rank) peer = -1;
   char edge = rc == HVDS_TIMEOUT ? 'T' : 'C';
   if (!publish(store, prefix, rank, peer, edge)) return;
-  if (peer >= 0) follow(store, prefix, launcher_key, rank, size, peer, edge, out, outlen);
-  if (out[0] == '\0') find_silent(store, prefix, launcher_key, size, out, outlen);
+  if (peer >= 0) follow(store, job, prefix, launcher_key, rank, size, peer, edge, out, outlen);
+  if (out[0] == '\0') find_silent(store, job, prefix, launcher_key, size, out, outlen);
 }

@@ -25,9 +25,10 @@ extern "C" {
  * rank that has not reported yet, or, when they loop back, waits for every rank's report, and
  * writes " Root cause: ..." into out ("" when nothing can be concluded). `launcher_key` is where
  * the launcher records the first worker that exited ("rank N exited with ..."), NULL when no
- * launcher records one. Blocks for about three seconds at most plus the store round trips, each
- * of which gives up after 2 s without a reply (and then the connection, so the rest fail at
- * once): a store that stopped answering costs 2 s, never a hang. Accepts a NULL store. */
+ * launcher records one. A rank found unresponsive is written to "hvds/<job>/silent". Blocks for
+ * about three seconds at most plus the store round trips, each of which gives up after 2 s without
+ * a reply (and then the connection, so the rest fail at once): a store that stopped answering costs
+ * 2 s, never a hang. Accepts a NULL store. */
 void hvds__fault_root_cause(hvds_store_t* store, const char* job, int generation, int rank,
                             int size, int peer, hvds_result_t rc, const char* launcher_key,
                             char* out, size_t outlen);

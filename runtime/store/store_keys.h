@@ -11,6 +11,7 @@
 #define HVDS_KEY_ARRIVED "hvds/%s/arrived"         /* counter: ranks that reached rendezvous */
 #define HVDS_KEY_ARRIVED_RANK "hvds/%s/arrived/%d" /* job, rank: that rank arrived */
 #define HVDS_KEY_FAILED "hvds/%s/failed"           /* the launcher's record of a failed worker */
+#define HVDS_KEY_SILENT "hvds/%s/silent" /* a rank its peers found unresponsive (fault_cause.c) */
 #define HVDS_KEY_STOP_COUNT "hvds/%s/stop_count"   /* ranks that stopped with a reason */
 #define HVDS_KEY_STOP_FIRST "hvds/%s/stop_first"   /* the first one's words */
 #define HVDS_KEY_SERVING "hvds/%s/serving"         /* the generation rank 0's own store serves */

@@ -516,6 +516,35 @@ TEST(StoreTimeouts, AFaultReportDoesNotHangOnAMuteStore) {
   hvds__store_close(s);
 }
 
+// A rank that timed out waiting for a peer that never reports names it as unresponsive, in the
+// root cause and in "hvds/<job>/silent", where an elastic launcher looks for workers to end.
+TEST_F(StoreTest, AFaultReportMarksTheRankItTimedOutOnAsSilent) {
+  hvds_store_t* s = Connect();
+  ASSERT_NE(s, nullptr);
+  char out[512] = "";
+  hvds__fault_root_cause(s, "job.e2", 2, /*rank=*/1, /*size=*/4, /*peer=*/2, HVDS_TIMEOUT,
+                         "hvds/job.e2/failed", out, sizeof(out));
+  EXPECT_NE(strstr(out, "rank 2 stopped responding"), nullptr) << out;
+  char silent[16] = "";
+  ASSERT_EQ(hvds__store_server_get(srv_, "hvds/job.e2/silent", silent, sizeof(silent)), 1);
+  EXPECT_STREQ(silent, "2");
+  hvds__store_close(s);
+}
+
+// A peer that died (the launcher recorded its exit) is not marked silent: nothing to end.
+TEST_F(StoreTest, AFaultReportDoesNotMarkARankThatExited) {
+  hvds_store_t* s = Connect();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(hvds__store_set(s, "hvds/job/failed", "rank 2 exited with signal 9", 27), HVDS_SUCCESS);
+  char out[512] = "";
+  hvds__fault_root_cause(s, "job", 0, /*rank=*/1, /*size=*/4, /*peer=*/2, HVDS_TIMEOUT,
+                         "hvds/job/failed", out, sizeof(out));
+  EXPECT_NE(strstr(out, "rank 2 exited with signal 9"), nullptr) << out;
+  char silent[16] = "";
+  EXPECT_EQ(hvds__store_server_get(srv_, "hvds/job/silent", silent, sizeof(silent)), 0);
+  hvds__store_close(s);
+}
+
 TEST_F(StoreTest, BoundedGetWaitsAndGivesUpLikeGet) {
   hvds_store_t* s = Connect();
   void* val = nullptr;

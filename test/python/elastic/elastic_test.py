@@ -15,6 +15,10 @@ horovodrun binary instead, kill runs a Horovod script (import horovod.torch) und
             at the next commit (exit status 0) and the job ends at size 2.
   reset_limit np 3, --min-np 1, --reset-limit 1: a rank dies (one reset), then another; the
             launcher ends the job rather than reset a second time.
+  cut       on a 3-host namespace cluster (test/cluster/cluster.sh, root), np 3, --min-np 2:
+            rank 2's host drops off the network mid-training; its peers time out on it
+            (--gloo-timeout-seconds 3), the launcher ends the unresponsive worker and the two
+            others go on at size 2 from their last commit.
   below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
             error that says why.
 Prints the recovery time (kill to the first step at the new size).
@@ -24,9 +28,13 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "cluster"))
+from cluster import Cluster  # noqa: E402
+
 WORKER = os.path.join(HERE, "train_elastic.py")
 
 
@@ -140,6 +148,41 @@ def scenario_shrink(binary):
     print("shrink: job %.1f s" % took)
 
 
+def scenario_cut(binary):
+    with Cluster(3, tag="hel") as cluster:
+        env = dict(os.environ, ELASTIC_TEST_DROP_AT="10", ELASTIC_TEST_KILL_SIZE="3",
+                   ELASTIC_TEST_KILL_RANK="2", ELASTIC_TEST_COMMIT_EVERY="3")
+        p = subprocess.Popen([binary, "run", "-np", "3", "--min-np", "2", "--elastic-timeout",
+                              "30", "--gloo-timeout-seconds", "3"] + cluster.flags() +
+                             [sys.executable, WORKER], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        timer = threading.Timer(120, p.terminate)
+        timer.start()
+        err = []
+        reader = threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)
+        reader.start()
+        out, cut_at = [], None
+        for line in p.stdout:
+            out.append(line)
+            if "DROP LINK AT" in line and cut_at is None:
+                cluster.shape(cluster.hosts[2], "100%")
+                cut_at = time.time()
+        p.wait()
+        timer.cancel()
+        reader.join()
+    p.stdout, p.stderr = "".join(out), "".join(err)
+    check_done(p, 40, 2)
+    if cut_at is None or "worker %s:0 (rank 2) stopped responding" % cluster.hosts[2] not in \
+            p.stderr or "membership 2, 2 workers" not in p.stderr:
+        fail(p, "the cut or the unresponsive worker's end was not reported")
+    if "EQUAL False" in p.stdout:
+        fail(p, "parameters differ after the reset")
+    first = first_step_at_size(p.stdout, 2, cut_at)
+    if first - cut_at > 20:
+        fail(p, "recovery took %.1f s" % (first - cut_at))
+    print("cut: recovery (cut to first step at size 2) %.3f s" % (first - cut_at))
+
+
 def scenario_below_min(binary):
     p, took = launch(binary, ["-np", "3", "--min-np", "3", "--elastic-timeout", "3"],
                      {"ELASTIC_TEST_KILL_AT": "5"}, 60)
@@ -167,4 +210,4 @@ def scenario_reset_limit(binary):
 if __name__ == "__main__":
     {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0),
      "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
-     "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])
+     "cut": scenario_cut, "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])

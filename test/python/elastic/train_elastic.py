@@ -2,6 +2,9 @@
 step. Optional events, each set by an environment variable:
   ELASTIC_TEST_KILL_AT=S    at step S, while the job has ELASTIC_TEST_KILL_SIZE ranks (default
                             3), rank ELASTIC_TEST_KILL_RANK (default 2) SIGKILLs itself
+  ELASTIC_TEST_DROP_AT=S    at step S, while the job has ELASTIC_TEST_KILL_SIZE ranks, rank
+                            ELASTIC_TEST_KILL_RANK prints "DROP LINK AT <time>" and waits 1 s
+                            for whoever watches the output to cut its host off the network
   ELASTIC_TEST_DIE_IN_RECOVERY=1  rank 2 of 4 SIGKILLs itself 1 s into the reset that follows,
                             while the others wait for it in the new membership's rendezvous
   ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
@@ -9,8 +12,11 @@ step. Optional events, each set by an environment variable:
                             list localhost:2 only
   ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
                             prints (ELASTIC_TEST_HOSTS_FILE)
+ELASTIC_TEST_COMMIT_EVERY=K commits every K steps (default 1).
 ELASTIC_TEST_HOROVOD=1 imports horovod.torch (horovodrun's alias) instead of hvdsparse.torch.
-Prints "STEP <step> SIZE <size> AT <time>" per step, "KILLED AT <time>" and, at the end,
+Prints "STEP <step> SIZE <size> AT <time>" per step, "COMMIT <step>" per commit, "SYNCED
+SIZE <size> STEP <step> EQUAL <params equal on every rank>" each time training (re)starts,
+"KILLED AT <time>" and, at the end,
 "DONE STEP <step> SIZE <size> RANK <rank> EQUAL <params equal on every rank>".
 """
 import os
@@ -31,9 +37,11 @@ KILL_AT = int(os.environ.get("ELASTIC_TEST_KILL_AT", "-1"))
 KILL_SIZE = int(os.environ.get("ELASTIC_TEST_KILL_SIZE", "3"))
 DIE_IN_RECOVERY = os.environ.get("ELASTIC_TEST_DIE_IN_RECOVERY") == "1"
 KILL_RANK = int(os.environ.get("ELASTIC_TEST_KILL_RANK", "2"))
+DROP_AT = int(os.environ.get("ELASTIC_TEST_DROP_AT", "-1"))
 KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
 SHRINK_AT = int(os.environ.get("ELASTIC_TEST_SHRINK_AT", "-1"))
 GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
+COMMIT_EVERY = int(os.environ.get("ELASTIC_TEST_COMMIT_EVERY", "1"))
 STEP_SLEEP = float(os.environ.get("ELASTIC_TEST_STEP_SLEEP", "0.02"))
 
 hvd.init()
@@ -66,12 +74,24 @@ def batch(step, rank):
     return x, x.sum(dim=1, keepdim=True)
 
 
+def params_equal():
+    """Whether every rank holds the same parameters: an allgather of a checksum."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
+    check = torch.stack([flat.sum(), (flat * torch.arange(1, flat.numel() + 1)).sum()])
+    every = hvd.allgather(check.unsqueeze(0), name="elastic_test.checksum")
+    return all(torch.equal(every[0], every[r]) for r in range(every.shape[0]))
+
+
 @hvd.elastic.run
 def train(state):
+    print("SYNCED SIZE %d STEP %d EQUAL %s" % (hvd.size(), state.step, params_equal()), flush=True)
     while state.step < STEPS:
         if state.step == KILL_AT and hvd.size() == KILL_SIZE and hvd.rank() == KILL_RANK:
             print("KILLED AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
+        if state.step == DROP_AT and hvd.size() == KILL_SIZE and hvd.rank() == KILL_RANK:
+            print("DROP LINK AT %.6f" % time.time(), flush=True)
+            time.sleep(1.0)
         if state.step == KILL_AGAIN_AT and hvd.size() == 2 and hvd.rank() == 1:
             print("KILLED AGAIN AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -89,7 +109,9 @@ def train(state):
         state.step += 1
         print("STEP %d SIZE %d AT %.6f" % (state.step, hvd.size(), time.time()), flush=True)
         time.sleep(STEP_SLEEP)
-        state.commit()
+        if state.step % COMMIT_EVERY == 0:
+            state.commit()
+            print("COMMIT %d" % state.step, flush=True)
 
 
 train(state)
