@@ -8,10 +8,12 @@ step. Optional events, each set by an environment variable:
   ELASTIC_TEST_DIE_IN_RECOVERY=1  rank 2 of 4 SIGKILLs itself 1 s into the reset that follows,
                             while the others wait for it in the new membership's rendezvous
   ELASTIC_TEST_KILL_AGAIN_AT=S  at step S, while the job has 2 ranks, its rank 1 SIGKILLs itself
-  ELASTIC_TEST_SHRINK_AT=S  at step S, while the job has 3 ranks, rank 0 makes the hosts file
-                            list localhost:2 only
-  ELASTIC_TEST_GROW_AT=S    at step S rank 0 adds a slot to the hosts file the discovery script
-                            prints (ELASTIC_TEST_HOSTS_FILE)
+  ELASTIC_TEST_SHRINK_AT=S  at step S, while the job has ELASTIC_TEST_SHRINK_SIZE ranks (3),
+                            rank 0 makes the hosts file list ELASTIC_TEST_SHRINK_HOSTS only
+                            (default "localhost:2", comma-separated)
+  ELASTIC_TEST_GROW_AT=S    at step S, while the job has ELASTIC_TEST_GROW_SIZE ranks (2), rank 0
+                            adds ELASTIC_TEST_GROW_HOST (default "127.0.0.1:1") to the hosts file
+                            the discovery script prints (ELASTIC_TEST_HOSTS_FILE)
 ELASTIC_TEST_COMMIT_EVERY=K commits every K steps (default 1).
 ELASTIC_TEST_HOROVOD=1 imports horovod.torch (horovodrun's alias) instead of hvdsparse.torch.
 Prints "STEP <step> SIZE <size> AT <time>" per step, "COMMIT <step>" per commit, "SYNCED
@@ -41,6 +43,10 @@ DROP_AT = int(os.environ.get("ELASTIC_TEST_DROP_AT", "-1"))
 KILL_AGAIN_AT = int(os.environ.get("ELASTIC_TEST_KILL_AGAIN_AT", "-1"))
 SHRINK_AT = int(os.environ.get("ELASTIC_TEST_SHRINK_AT", "-1"))
 GROW_AT = int(os.environ.get("ELASTIC_TEST_GROW_AT", "-1"))
+GROW_SIZE = int(os.environ.get("ELASTIC_TEST_GROW_SIZE", "2"))
+GROW_HOST = os.environ.get("ELASTIC_TEST_GROW_HOST", "127.0.0.1:1")
+SHRINK_SIZE = int(os.environ.get("ELASTIC_TEST_SHRINK_SIZE", "3"))
+SHRINK_HOSTS = os.environ.get("ELASTIC_TEST_SHRINK_HOSTS", "localhost:2").split(",")
 COMMIT_EVERY = int(os.environ.get("ELASTIC_TEST_COMMIT_EVERY", "1"))
 STEP_SLEEP = float(os.environ.get("ELASTIC_TEST_STEP_SLEEP", "0.02"))
 
@@ -95,12 +101,14 @@ def train(state):
         if state.step == KILL_AGAIN_AT and hvd.size() == 2 and hvd.rank() == 1:
             print("KILLED AGAIN AT %.6f" % time.time(), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        if state.step == GROW_AT and hvd.rank() == 0 and hvd.size() == 2:
+        if state.step == GROW_AT and hvd.rank() == 0 and hvd.size() == GROW_SIZE:
             with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "a") as f:
-                f.write("127.0.0.1:1\n")
-        if state.step == SHRINK_AT and hvd.rank() == 0 and hvd.size() == 3:
+                f.write(GROW_HOST + "\n")
+            print("GREW AT %.6f" % time.time(), flush=True)
+        if state.step == SHRINK_AT and hvd.rank() == 0 and hvd.size() == SHRINK_SIZE:
             with open(os.environ["ELASTIC_TEST_HOSTS_FILE"], "w") as f:
-                f.write("localhost:2\n")
+                f.write("".join(h + "\n" for h in SHRINK_HOSTS))
+            print("SHRANK AT %.6f" % time.time(), flush=True)
         identity["was"] = (hvd.rank(), hvd.size())
         x, y = batch(state.step, hvd.rank())
         optimizer.zero_grad()
