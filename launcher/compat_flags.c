@@ -21,8 +21,6 @@ const hvds_compat_flag_t hvds__no_effect_flags[] = {
     {"--no-torus-allreduce", 0,
      "torus allreduce is an NCCL variant; GPU tensors do not run here yet"},
     {"--disable-cache", 0, "nothing to disable: no host checks are cached between runs"},
-    {"--blacklist-cooldown-range", 2,
-     "a slot whose worker failed is not used again in this job (no cool-down)"},
 };
 const int hvds__no_effect_flag_count =
     (int)(sizeof(hvds__no_effect_flags) / sizeof(hvds__no_effect_flags[0]));

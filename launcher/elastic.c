@@ -26,12 +26,21 @@
 #define TICK_MS 250
 #define DRAIN_MS 2000
 
+/* A slot whose worker failed: not used again until its cool-down ends (never without
+ * --blacklist-cooldown-range). */
+typedef struct {
+  char host[HVDS_HOST_NAME_MAX];
+  int slot;
+  int failures;
+  int64_t until_ms; /* -1: for the rest of the job; 0: its cool-down is over */
+} banned_t;
+
 typedef struct {
   hvds_job_t* job;
   hvds_store_server_t* store;
   hvds_output_t* output;
   hvds_members_t ms;
-  hvds_host_t* banned;   /* slots whose worker failed, as host + slot (in .slots) */
+  banned_t* banned; /* slots whose worker failed */
   int nbanned;
   int min_np, max_np;
   double timeout_s;      /* --elastic-timeout */
@@ -61,18 +70,51 @@ static int64_t terminate_all(driver_t* d, int sig) {
   return hvds__now_ms() + HVDS_GRACE_SECONDS * 1000;
 }
 
-static int is_banned(const driver_t* d, const char* host, int slot) {
+static banned_t* find_banned(driver_t* d, const char* host, int slot) {
   for (int i = 0; i < d->nbanned; i++)
-    if (d->banned[i].slots == slot && strcmp(d->banned[i].name, host) == 0) return 1;
+    if (d->banned[i].slot == slot && strcmp(d->banned[i].host, host) == 0) return &d->banned[i];
+  return NULL;
+}
+
+static int is_banned(driver_t* d, const char* host, int slot) {
+  banned_t* b = find_banned(d, host, slot);
+  if (b == NULL || b->until_ms == 0) return 0;
+  if (b->until_ms < 0 || hvds__now_ms() < b->until_ms) return 1;
+  fprintf(stderr, "hvdsparse: elastic: %s:%d's cool-down is over; it may be used again\n", host,
+          slot);
+  b->until_ms = 0;  // its failures still count toward the next cool-down
   return 0;
 }
 
+/* Horovod's cool-down: MIN * 2^failures plus up to MIN at random, within [MIN, MAX]. */
+static double cooldown_s(const hvds_run_args_t* a, int failures) {
+  double s = a->cooldown_min * (double)(1 << (failures < 20 ? failures : 20)) +
+             a->cooldown_min * ((double)rand() / RAND_MAX);
+  return s < a->cooldown_min ? a->cooldown_min : s > a->cooldown_max ? a->cooldown_max : s;
+}
+
 static void ban(driver_t* d, const hvds_member_t* m) {
-  hvds_host_t* b = realloc(d->banned, (size_t)(d->nbanned + 1) * sizeof(*b));
-  if (b == NULL) return;
-  d->banned = b;
-  snprintf(b[d->nbanned].name, HVDS_HOST_NAME_MAX, "%s", m->host);
-  b[d->nbanned++].slots = m->slot;
+  const hvds_run_args_t* a = d->job->args;
+  banned_t* b = find_banned(d, m->host, m->slot);
+  if (b == NULL) {
+    banned_t* grown = realloc(d->banned, (size_t)(d->nbanned + 1) * sizeof(*grown));
+    if (grown == NULL) return;
+    d->banned = grown;
+    b = &d->banned[d->nbanned++];
+    memset(b, 0, sizeof *b);
+    snprintf(b->host, sizeof b->host, "%s", m->host);
+    b->slot = m->slot;
+  }
+  b->failures++;
+  b->until_ms = -1;
+  if (a->cooldown_max > 0) {
+    double s = cooldown_s(a, b->failures);
+    b->until_ms = hvds__now_ms() + (int64_t)(s * 1000);
+    fprintf(stderr,
+            "hvdsparse: elastic: %s:%d is not used for %.0f s (cool-down after %d "
+            "failure%s)\n",
+            m->host, m->slot, s, b->failures, b->failures == 1 ? "" : "s");
+  }
 }
 
 static hvds_result_t start_worker(driver_t* d, const char* host, int slot) {

@@ -324,6 +324,22 @@ static hvds_result_t parse_elastic_flag(cursor_t* c, hvds_run_args_t* a) {
     a->elastic = 1;
     return (a->discovery_script = value_of(c)) ? HVDS_SUCCESS : HVDS_INVALID_ARGUMENT;
   }
+  if (flag_is(w, "--blacklist-cooldown-range", &c->inline_value)) {
+    // Horovod's bounds: at least 1 s, at most an hour.
+    if (count_value(c, "--blacklist-cooldown-range", 0, &a->cooldown_min) != HVDS_SUCCESS)
+      return HVDS_INVALID_ARGUMENT;
+    c->inline_value = NULL;
+    if (count_value(c, "--blacklist-cooldown-range", 0, &a->cooldown_max) != HVDS_SUCCESS)
+      return HVDS_INVALID_ARGUMENT;
+    if (a->cooldown_min < 1 || a->cooldown_max > 3600 || a->cooldown_min > a->cooldown_max) {
+      snprintf(c->err, c->errlen,
+               "invalid --blacklist-cooldown-range %d %d: MIN and MAX are "
+               "seconds, 1 <= MIN <= MAX <= 3600",
+               a->cooldown_min, a->cooldown_max);
+      return HVDS_INVALID_ARGUMENT;
+    }
+    return HVDS_SUCCESS;
+  }
   if (flag_is(w, "--elastic-timeout", &c->inline_value)) {
     const char* v = value_of(c);
     if (v == NULL) return HVDS_INVALID_ARGUMENT;
@@ -438,9 +454,11 @@ static hvds_result_t check_complete(const hvds_run_args_t* a, char* err, size_t 
   } else if (a->elastic && a->max_np > 0 && a->max_np < (a->min_np > 0 ? a->min_np : a->np)) {
     snprintf(err, errlen, "--max-np %d is below --min-np (or -np)", a->max_np);
   } else if (!a->elastic && (a->max_np || a->slots_per_host || a->reset_limit ||
-                             a->elastic_timeout >= 0)) {
-    snprintf(err, errlen, "--max-np, --slots-per-host, --elastic-timeout and --reset-limit need "
-             "an elastic job (--min-np or --host-discovery-script)");
+                             a->elastic_timeout >= 0 || a->cooldown_max)) {
+    snprintf(err, errlen,
+             "--max-np, --slots-per-host, --elastic-timeout, --reset-limit and "
+             "--blacklist-cooldown-range need an elastic job (--min-np or "
+             "--host-discovery-script)");
   } else {
     return HVDS_SUCCESS;
   }
@@ -498,7 +516,8 @@ void hvds__run_args_usage(FILE* f) {
       "  --hostfile FILE                 lines of 'host slots=N'\n"
       "  -p, --ssh-port PORT             ssh port of remote hosts\n"
       "  -i, --ssh-identity-file FILE    ssh identity of remote hosts\n"
-      "  --rsh CMD                       agent for remote hosts instead of ssh, e.g. 'ip netns exec'\n"
+      "  --rsh CMD                       agent for remote hosts instead of ssh, e.g. 'ip netns "
+      "exec'\n"
       "  --start-timeout S               seconds for every rank to reach rendezvous (default 30)\n"
       "  --network-interfaces A,B        interfaces for the data plane; A also serves rendezvous\n"
       "  --network-interface A           the same, one interface a time (repeatable)\n"
@@ -524,8 +543,7 @@ void hvds__run_args_usage(FILE* f) {
       "\n"
       "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
       "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"
-      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache,\n"
-      "  --blacklist-cooldown-range MIN MAX.\n"
+      "  --mpi-args ARGS, --binding-args ARGS, --hierarchical-allgather, --disable-cache.\n"
       "\n"
       "Elastic training (either of the first two makes the job elastic):\n"
       "  --min-np N                      the job goes on while N workers are left\n"
@@ -533,6 +551,8 @@ void hvds__run_args_usage(FILE* f) {
       "  --max-np N                      never more workers than N\n"
       "  --slots-per-host N              slots of a host the script names without a count\n"
       "  --elastic-timeout S             end the job when below --min-np this long (600)\n"
-      "  --reset-limit N                 end the job rather than change membership N+1 times\n",
+      "  --reset-limit N                 end the job rather than change membership N+1 times\n"
+      "  --blacklist-cooldown-range MIN MAX  a failed slot may be used again after a cool-down\n"
+      "                                  of MIN*2^failures s (+ up to MIN), at most MAX s\n",
       f);
 }

@@ -120,12 +120,26 @@ TEST(HorovodrunFlags, ElasticFlagsNeedAnElasticJob) {
   EXPECT_NE(std::string(w.err).find("below --min-np"), std::string::npos) << w.err;
 }
 
-TEST(HorovodrunFlags, BlacklistCooldownIsAcceptedWithAWarning) {
+TEST(HorovodrunFlags, BlacklistCooldownRangeIsParsedAndChecked) {
   Args w({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "10", "100", "true"});
   hvds_run_args_t a;
   ASSERT_EQ(w.Parse(&a), HVDS_SUCCESS) << w.err;
-  EXPECT_NE(hvds__env_list_get(&a.warnings, "--blacklist-cooldown-range"), nullptr);
+  EXPECT_EQ(a.cooldown_min, 10);
+  EXPECT_EQ(a.cooldown_max, 100);
+  EXPECT_EQ(hvds__env_list_get(&a.warnings, "--blacklist-cooldown-range"), nullptr);
   hvds__run_args_free(&a);
+  for (std::vector<std::string> words :
+       {std::vector<std::string>{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "0",
+                                 "10", "true"},
+        {"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "20", "10", "true"},
+        {"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "4000", "true"},
+        {"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5"}}) {
+    Args bad(words);
+    EXPECT_EQ(bad.Parse(&a), HVDS_INVALID_ARGUMENT) << words[5];
+  }
+  Args fixed({"-np", "2", "--blacklist-cooldown-range", "1", "2", "true"});
+  EXPECT_EQ(fixed.Parse(&a), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fixed.err).find("need an elastic job"), std::string::npos) << fixed.err;
 }
 
 TEST(HorovodrunFlags, NetworkInterfacesAccumulateWithoutRepeats) {

@@ -19,6 +19,9 @@ horovodrun binary instead, kill runs a Horovod script (import horovod.torch) und
             rank 2's host drops off the network mid-training; its peers time out on it
             (--gloo-timeout-seconds 3), the launcher ends the unresponsive worker and the two
             others go on at size 2 from their last commit.
+  cooldown  np 3, --min-np 2, a discovery script listing 3 slots, --blacklist-cooldown-range 1 2:
+            rank 2 dies; after its slot's cool-down the launcher starts a worker there again and
+            the job ends at size 3.
   below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
             error that says why.
 Prints the recovery time (kill to the first step at the new size).
@@ -183,6 +186,25 @@ def scenario_cut(binary):
     print("cut: recovery (cut to first step at size 2) %.3f s" % (first - cut_at))
 
 
+def scenario_cooldown(binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts, script = discovery(tmp, "localhost:3\n")
+        p, took = launch(binary, ["-np", "3", "--min-np", "2", "--host-discovery-script", script,
+                                  "--blacklist-cooldown-range", "1", "2"],
+                         {"ELASTIC_TEST_KILL_AT": "5", "ELASTIC_TEST_STEPS": "150",
+                          "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 150)
+    check_done(p, 150, 3)
+    for line in ["membership 2, 2 workers (worker localhost:2 failed)",
+                 "localhost:2's cool-down is over; it may be used again",
+                 "membership 3, 3 workers (the discovery script listed 1 new slot"]:
+        if line not in p.stderr:
+            fail(p, "missing from the launcher's log: " + line)
+    if not re.search(r"localhost:2 is not used for [12] s \(cool-down after 1 failure\)",
+                     p.stderr):
+        fail(p, "the cool-down was not announced")
+    print("cooldown: job %.1f s" % took)
+
+
 def scenario_below_min(binary):
     p, took = launch(binary, ["-np", "3", "--min-np", "3", "--elastic-timeout", "3"],
                      {"ELASTIC_TEST_KILL_AT": "5"}, 60)
@@ -210,4 +232,4 @@ def scenario_reset_limit(binary):
 if __name__ == "__main__":
     {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0),
      "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
-     "cut": scenario_cut, "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])
+     "cut": scenario_cut, "cooldown": scenario_cooldown, "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])
