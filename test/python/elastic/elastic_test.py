@@ -24,6 +24,9 @@ horovodrun binary instead, kill runs a Horovod script (import horovod.torch) und
             the job ends at size 3.
   below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
             error that says why.
+  keras_kill  kill's job in Keras (train_elastic_keras.py): model.fit under hvd.elastic.run with
+            KerasState and the elastic callbacks; the survivors finish every epoch at size 2
+            with equal weights.
 Prints the recovery time (kill to the first step at the new size).
 """
 import os
@@ -39,13 +42,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "cluster"))
 from cluster import Cluster  # noqa: E402
 
 WORKER = os.path.join(HERE, "train_elastic.py")
+KERAS_WORKER = os.path.join(HERE, "train_elastic_keras.py")
 
 
-def launch(binary, flags, env_extra, timeout):
+def launch(binary, flags, env_extra, timeout, worker=WORKER):
     env = dict(os.environ, **env_extra)
     start = time.time()
     run = [binary] if os.path.basename(binary) == "horovodrun" else [binary, "run"]
-    p = subprocess.run(run + flags + [sys.executable, WORKER], env=env,
+    p = subprocess.run(run + flags + [sys.executable, worker], env=env,
                        capture_output=True, text=True, timeout=timeout)
     return p, time.time() - start
 
@@ -57,7 +61,7 @@ def fail(p, why):
 
 
 def done_lines(out):
-    return re.findall(r"DONE STEP (\d+) SIZE (\d+) RANK (\d+) EQUAL (\w+)", out)
+    return re.findall(r"DONE (?:STEP|EPOCH) (\d+) SIZE (\d+) RANK (\d+) EQUAL (\w+)", out)
 
 
 def check_done(p, steps, size):
@@ -90,6 +94,20 @@ def scenario_kill(binary, rank=2):
     first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
     print("kill rank %d: job %.1f s; recovery (kill to first step at size 2) %.3f s" %
           (rank, took, first - float(killed.group(1))))
+
+
+def scenario_keras_kill(binary):
+    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
+                     {"ELASTIC_TEST_KILL_AT": "15"}, 120, worker=KERAS_WORKER)
+    check_done(p, 4, 2)  # every epoch done
+    killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
+    # The last commit was the end of batch 5 (index 4) of epoch 1; the fit goes on from there.
+    if not killed or "membership 2, 2 workers (worker localhost:2 failed)" not in p.stderr or \
+            p.stdout.count("SYNCED SIZE 2 EPOCH 1 BATCH 4") != 2:
+        fail(p, "the kill, the new membership or the rollback to the last commit was not seen")
+    first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
+    print("keras_kill: job %.1f s; recovery (kill to first batch at size 2) %.3f s" %
+          (took, first - float(killed.group(1))))
 
 
 def scenario_kill_in_recovery(binary):
@@ -232,4 +250,5 @@ def scenario_reset_limit(binary):
 if __name__ == "__main__":
     {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0),
      "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
-     "cut": scenario_cut, "cooldown": scenario_cooldown, "below_min": scenario_below_min, "reset_limit": scenario_reset_limit}[sys.argv[2]](sys.argv[1])
+     "cut": scenario_cut, "cooldown": scenario_cooldown, "below_min": scenario_below_min,
+     "reset_limit": scenario_reset_limit, "keras_kill": scenario_keras_kill}[sys.argv[2]](sys.argv[1])

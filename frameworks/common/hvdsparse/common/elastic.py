@@ -102,6 +102,36 @@ class ObjectState(State):
             setattr(self, attr, value)
 
 
+class HandlerState(ObjectState):
+    """An ObjectState that also keeps framework objects (a model, an optimizer, variables), each
+    through a handler with save(), restore(), sync() and reset(); the handlers act before the
+    plain values. The bindings' states (TorchState, TensorFlowKerasState...) are made of these."""
+
+    def __init__(self, handlers, bcast_object, get_rank, **kwargs):
+        self._handlers = list(handlers)
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank, **kwargs)
+
+    def save(self):
+        for handler in self._handlers:
+            handler.save()
+        super().save()
+
+    def restore(self):
+        for handler in self._handlers:
+            handler.restore()
+        super().restore()
+
+    def sync(self):
+        for handler in self._handlers:
+            handler.sync()
+        super().sync()
+
+    def reset(self):
+        for handler in self._handlers:
+            handler.reset()
+        super().reset()
+
+
 def run_fn(func, reset):
     """Wraps func(state, ...) in elastic.run's retry loop; reset() re-initialises the runtime.
     No collective may run before the wrapped function: the first thing it does is sync."""

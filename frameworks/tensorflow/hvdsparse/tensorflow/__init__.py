@@ -8,10 +8,11 @@
 Not compiled against TensorFlow: collectives copy tensors to host numpy buffers and call the C
 library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
 copied to the host. TF1 graph/session APIs (broadcast_global_variables,
-BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers) and
-elastic are not provided.
+BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers) are
+not provided. hvd.elastic: Horovod's elastic API (TensorFlow 2, eager; docs/elastic.md).
 """
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
+from hvdsparse.tensorflow import elastic  # noqa: F401
 from hvdsparse.tensorflow.compression import Compression  # noqa: F401
 from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object,  # noqa: F401
                                             broadcast_object_fn, broadcast_variables)

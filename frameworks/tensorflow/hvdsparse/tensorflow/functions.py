@@ -1,4 +1,5 @@
-"""broadcast_variables, broadcast_object, broadcast_object_fn, allgather_object."""
+"""broadcast_variables, broadcast_object, broadcast_object_fn, allgather_object; and
+optimizer_variables, what a Keras optimizer of either Keras holds."""
 import tensorflow as tf
 
 from hvdsparse.common import objects
@@ -72,3 +73,12 @@ def _broadcast_array(array, root_rank, name, process_set):
 
 def _allgather_array(array, name, process_set):
     return mpi_ops.allgather(tf.constant(array), name=name, process_set=process_set).numpy()
+
+
+def optimizer_variables(optimizer):
+    """The variables of a Keras optimizer (Keras 3, tf_keras, or tf_keras's legacy OptimizerV2,
+    whose `variables` is a method), as a list; [] for None."""
+    if optimizer is None:
+        return []
+    v = optimizer.variables
+    return list(v() if callable(v) else v)

@@ -1,7 +1,7 @@
 """TorchState: a model, an optimizer, elastic samplers and plain values kept across resets."""
 import copy
 
-from hvdsparse.common.elastic import ObjectState
+from hvdsparse.common.elastic import HandlerState
 from hvdsparse.torch import mpi_ops
 from hvdsparse.torch.elastic.sampler import ElasticSampler
 from hvdsparse.torch.functions import (allgather_object, broadcast_object,
@@ -62,7 +62,7 @@ class _SamplerHandler(_StateDictHandler):
         self.value.reset()
 
 
-class TorchState(ObjectState):
+class TorchState(HandlerState):
     """Horovod's hvd.elastic.TorchState(model=None, optimizer=None, **kwargs): commit() saves
     copies of the model's and the optimizer's state dicts, of every ElasticSampler given as a
     keyword and of the other keywords; restore() loads the copies; sync() broadcasts them all
@@ -80,27 +80,7 @@ class TorchState(ObjectState):
                 handlers[name] = _SamplerHandler(value)
             else:
                 values[name] = value
-        self._handlers = handlers
         for name, handler in handlers.items():
             setattr(self, name, handler.value)
-        super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **values)
-
-    def save(self):
-        for handler in self._handlers.values():
-            handler.save()
-        super().save()
-
-    def restore(self):
-        for handler in self._handlers.values():
-            handler.restore()
-        super().restore()
-
-    def sync(self):
-        for handler in self._handlers.values():
-            handler.sync()
-        super().sync()
-
-    def reset(self):
-        for handler in self._handlers.values():
-            handler.reset()
-        super().reset()
+        super().__init__(handlers.values(), bcast_object=broadcast_object,
+                         get_rank=mpi_ops.rank, **values)

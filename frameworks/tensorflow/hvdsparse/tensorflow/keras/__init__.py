@@ -21,7 +21,7 @@ from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
     start_timeline, stop_timeline)
 from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object,  # noqa: F401
                                             broadcast_variables)
-from hvdsparse.tensorflow.keras import callbacks  # noqa: F401
+from hvdsparse.tensorflow.keras import callbacks, elastic  # noqa: F401
 from hvdsparse.tensorflow.keras.optimizer import distributed_class
 
 

@@ -8,15 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from hvdsparse.tensorflow import mpi_ops
-from hvdsparse.tensorflow.functions import broadcast_variables
+from hvdsparse.tensorflow.functions import broadcast_variables, optimizer_variables
 from hvdsparse.tensorflow.mpi_ops import Average, global_process_set
-
-
-def _optimizer_variables(optimizer):
-    if optimizer is None:
-        return []
-    v = optimizer.variables
-    return list(v() if callable(v) else v)
 
 
 class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
@@ -45,7 +38,7 @@ class BroadcastGlobalVariablesCallback(tf.keras.callbacks.Callback):
         if self.broadcast_done:
             return
         broadcast_variables(self._shared(self.model.variables), self.root_rank, self.process_set)
-        opt_vars = _optimizer_variables(getattr(self.model, "optimizer", None))
+        opt_vars = optimizer_variables(getattr(self.model, "optimizer", None))
         if opt_vars:
             broadcast_variables(opt_vars, self.root_rank, self.process_set)
         self.broadcast_done = True
