@@ -9,7 +9,7 @@ PY_FLAGS = -DPython3_EXECUTABLE=$(shell command -v $(PY)) -DHVDS_REQUIRE_PYTHON_
 APT_PACKAGES := cmake g++ make pkg-config libgloo-dev libhwloc-dev libgtest-dev openmpi-bin \
                 libopenmpi-dev iproute2
 PIP_PINS := numpy==2.2.6 pytest==8.3.5 matplotlib==3.9.2 cloudpickle==3.1.1 torch==2.5.1 \
-            tensorflow-cpu==2.20.0
+            tensorflow-cpu==2.20.0 mpi4py==4.1.2
 # Installed without their dependencies: tf-keras asks for the full tensorflow package, which
 # tensorflow-cpu already provides.
 PIP_NODEPS := tf-keras==2.20.1

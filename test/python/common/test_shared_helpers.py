@@ -49,6 +49,36 @@ def test_set_id_and_root_index():
         root_index(0, registered)
 
 
+class _CommLike:
+    """Shaped like an mpi4py communicator, for the checks that run without mpi4py."""
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
+
+    def Get_group(self):
+        return None
+
+
+def test_comm_without_mpi4py(monkeypatch):
+    from hvdsparse.common import basics, mpi_comm
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # `from mpi4py import MPI` fails
+    with pytest.raises(NotImplementedError, match="pip install mpi4py"):
+        ProcessSet(_CommLike())
+    with pytest.raises(NotImplementedError, match="pip install mpi4py"):
+        mpi_comm.world_comm([0, 1])  # init(comm=[...]) before it starts anything
+    with pytest.raises(ValueError, match="communicator or a list of ranks"):
+        basics.init(comm=object())
+
+
+def test_comm_host_labels():
+    from hvdsparse.common.mpi_comm import _host_labels
+    # Shared-memory nodes by their first rank; a name two nodes report is made unique.
+    assert _host_labels({(0, "a"), (2, "b"), (4, "a")}) == {0: "a-0", 2: "b", 4: "a-4"}
+
+
 def test_check_splits():
     assert check_splits(None, 6, 3) is None
     assert check_splits(np.array([1, 0, 5]), 6, 3) == [1, 0, 5]

@@ -1,15 +1,18 @@
 """Lifecycle and queries shared by the framework bindings (Horovod's common/basics.py API)."""
 import atexit
+import contextlib
 import ctypes
 import os
 import sys
 import threading
 
-from hvdsparse.common import _lib
+from hvdsparse.common import _lib, mpi_comm
 from hvdsparse.common.errors import NOT_INITIALIZED, call_error
 
 _state_lock = threading.RLock()
 _dynamic = False
+_comm = None  # the MPI communicator of init(comm=...) while that job runs
+_init_count = 0  # inits this process asked the runtime for (it numbers them)
 _reset_hooks = []  # called after init and after shutdown: fn(event) with event "init"/"shutdown"
 
 
@@ -33,14 +36,19 @@ def _truthy(value):
 
 
 def init(comm=None, process_sets=None):
-    """Starts the runtime (idempotent). process_sets: a list of ProcessSet (static sets, the same
-    on every rank), or "dynamic" to allow add_process_set()/remove_process_set() later."""
-    global _dynamic
+    """Starts the runtime (idempotent). comm: an mpi4py communicator, or a list of
+    MPI.COMM_WORLD ranks, whose members form the job (needs mpi4py; mpi_comm.py); None or []:
+    the launcher's job. process_sets: a list of ProcessSet (static sets, the same on every rank;
+    ProcessSet(comm) needs comm), or "dynamic" to allow add_process_set()/remove_process_set()
+    later."""
+    global _dynamic, _comm, _init_count
     from hvdsparse.common import process_sets as ps_mod
-    if comm is not None and not (isinstance(comm, (list, tuple)) and len(comm) == 0):
-        raise NotImplementedError(
-            "hvdsparse runs over Gloo: init(comm=...) with an MPI communicator or a rank list is "
-            "not supported; use process_sets instead.")
+    if isinstance(comm, (list, tuple, range)) and len(comm) == 0:
+        comm = None
+    if comm is not None and not isinstance(comm, (list, tuple, range)) and \
+            not mpi_comm.is_comm(comm):
+        raise ValueError("init(comm=...) takes an mpi4py communicator or a list of ranks, not %r"
+                         % (comm,))
     with _state_lock:
         if is_initialized():
             return
@@ -54,27 +62,65 @@ def init(comm=None, process_sets=None):
             static = [ps for ps in (process_sets or []) if ps is not ps_mod.global_process_set]
         _dynamic = _dynamic or _truthy(os.environ.get("HVDSPARSE_DYNAMIC_PROCESS_SETS")) or \
             _truthy(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS"))
+        by_comm = [ps.mpi_comm for ps in static if ps.mpi_comm is not None]
+        if by_comm and comm is None:
+            raise ValueError("ProcessSet(comm) needs hvd.init(comm=...): its members' ranks are "
+                             "those of the communicator init was given")
+        world, variables, comm_sets = None, None, []
+        if comm is not None:
+            world = mpi_comm.world_comm(comm)
+            variables, comm_sets = mpi_comm.bootstrap(world, _init_count, by_comm)
+        lists, assigned = _static_lists(static, comm_sets)
         lib = _lib.lib()
-        if static:
-            flat = [r for ps in static for r in ps.ranks]
-            ranks = (ctypes.c_int32 * max(1, len(flat)))(*flat)
-            sizes = (ctypes.c_int32 * len(static))(*[len(ps.ranks) for ps in static])
-            check(lib.hvds_init_with_process_sets(ranks, sizes, len(static)), "init")
-        else:
-            check(lib.hvds_init(), "init")
-        ps_mod._after_init(static)
+        with mpi_comm.environment(variables) if variables else contextlib.nullcontext():
+            _init_count += 1  # the runtime numbers this init whether it succeeds or not
+            if lists:
+                flat = [r for ranks in lists for r in ranks]
+                ranks = (ctypes.c_int32 * max(1, len(flat)))(*flat)
+                sizes = (ctypes.c_int32 * len(lists))(*[len(r) for r in lists])
+                check(lib.hvds_init_with_process_sets(ranks, sizes, len(lists)), "init")
+            else:
+                check(lib.hvds_init(), "init")
+        _comm = world
+        ps_mod._after_init(assigned, lists, world)
         for hook in list(_reset_hooks):
             hook("init")
+
+
+def _static_lists(static, comm_sets):
+    """The rank lists to register (set id = index + 1) and each ProcessSet's id. A
+    ProcessSet(comm) stands for the distinct lists its communicator has on the members (a
+    split's halves), each registered once; it takes the id of its own (None on a process
+    whose communicator is COMM_NULL)."""
+    lists, assigned, by_comm = [], [], iter(comm_sets)
+    for ps in static:
+        if ps.mpi_comm is None:
+            lists.append(list(ps.ranks))
+            assigned.append((ps, len(lists), ps.ranks))
+            continue
+        distinct, mine = next(by_comm)
+        for ranks in distinct:
+            if ranks not in lists:
+                lists.append(ranks)
+        assigned.append((ps, lists.index(mine) + 1 if mine is not None else None, mine))
+    return lists, assigned
+
+
+def init_comm():
+    """The MPI communicator the running job was formed of by init(comm=...), else None."""
+    return _comm
 
 
 def shutdown():
     """Stops the runtime; pending operations fail. Safe to call twice and before init. The
     bindings drop what pending operations hold (inputs, outputs) only after the runtime has
     stopped: its thread may be copying into them until then."""
+    global _comm
     with _state_lock:
         if _lib._lib is None or not is_initialized():
             return
         _lib.lib().hvds_shutdown()
+        _comm = None
         from hvdsparse.common import process_sets as ps_mod
         ps_mod._before_shutdown()
         for hook in list(_reset_hooks):

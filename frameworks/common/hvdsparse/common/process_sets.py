@@ -1,17 +1,24 @@
 """Process sets: Horovod's ProcessSet, global_process_set, add_process_set, remove_process_set."""
 import ctypes
 
-from hvdsparse.common import _lib, basics
+from hvdsparse.common import _lib, basics, mpi_comm
 
 
 class ProcessSet:
-    """A subset of the ranks. Ids are assigned at init (static sets) or by add_process_set()."""
+    """A subset of the ranks. Ids are assigned at init (static sets) or by add_process_set().
+
+    ranks_or_comm: global ranks, or an mpi4py communicator (a subset of the one given to
+    hvd.init(comm=...)), whose members' ranks the set gets when it is registered."""
 
     def __init__(self, ranks_or_comm):
         self.process_set_id = None
-        if hasattr(ranks_or_comm, "Get_rank"):
-            raise NotImplementedError("hvdsparse runs over Gloo: ProcessSet needs a list of "
-                                      "ranks, not an MPI communicator.")
+        self.mpi_comm = None
+        if mpi_comm.is_comm(ranks_or_comm):
+            if not isinstance(ranks_or_comm, mpi_comm.mpi().Comm):
+                raise ValueError("ProcessSet takes a list of ranks or an mpi4py communicator")
+            self.mpi_comm = ranks_or_comm
+            self.ranks = None  # known once registered
+            return
         self.ranks = sorted(int(r) for r in ranks_or_comm)
 
     def _check_registered(self):
@@ -61,14 +68,26 @@ global_process_set.process_set_id = 0
 _registered = {}  # id -> ProcessSet (global and static sets, then dynamic ones)
 
 
-def _after_init(static_sets):
+def _after_init(assigned, lists, comm):
+    """assigned: (ProcessSet, id or None, ranks) per set passed to init; lists: the registered
+    rank lists (id = index + 1), some known here only as another process's ProcessSet(comm)."""
     _registered.clear()
     global_process_set.process_set_id = 0
     global_process_set.ranks = list(range(basics.size()))
+    global_process_set.mpi_comm = comm
     _registered[0] = global_process_set
-    for i, ps in enumerate(static_sets):
-        ps.process_set_id = i + 1
-        _registered[i + 1] = ps
+    for ps, pid, ranks in assigned:
+        ps.process_set_id, ps.ranks = pid, ranks
+        if pid is not None:
+            _registered.setdefault(pid, ps)
+    for i, ranks in enumerate(lists):
+        _registered.setdefault(i + 1, _registered_set(i + 1, ranks))
+
+
+def _registered_set(pid, ranks):
+    ps = ProcessSet(ranks)
+    ps.process_set_id = pid
+    return ps
 
 
 def _before_shutdown():
@@ -106,28 +125,55 @@ def _require_dynamic():
                          "hvd.init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1.")
 
 
+def _init_comm_for(what):
+    comm = basics.init_comm()
+    if comm is None:
+        raise ValueError("%s of a ProcessSet(comm) needs hvd.init(comm=...): its members' ranks "
+                         "are those of the communicator init was given" % what)
+    return comm
+
+
+def _add(ranks):
+    """Registers ranks (collective over every rank); returns the set's id."""
+    arr = (ctypes.c_int32 * max(1, len(ranks)))(*ranks)
+    out = ctypes.c_int32(-1)
+    basics.check(_lib.lib().hvds_add_process_set(arr, len(ranks), ctypes.byref(out)),
+                 "add_process_set")
+    return out.value
+
+
 def add_process_set(process_set):
     """Registers a set on every rank (call identically, in the same order, on all ranks).
 
     Needs init(process_sets="dynamic") or HOROVOD_DYNAMIC_PROCESS_SETS=1. Returns the ProcessSet;
-    an identical rank list gives the existing set's id."""
+    an identical rank list gives the existing set's id. A ProcessSet(comm) (or a communicator)
+    registers the distinct rank lists the communicator has on the members, in order (every
+    half of a split), and takes the id of its own; unregistered where it is COMM_NULL."""
     _require_dynamic()
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
     if ps.process_set_id is not None:
         raise ValueError("Process set is already registered with id %d." % ps.process_set_id)
-    ranks = (ctypes.c_int32 * max(1, len(ps.ranks)))(*ps.ranks)
-    out = ctypes.c_int32(-1)
-    basics.check(_lib.lib().hvds_add_process_set(ranks, len(ps.ranks), ctypes.byref(out)),
-                 "add_process_set")
-    ps.process_set_id = out.value
-    _registered.setdefault(out.value, ps)
+    if ps.mpi_comm is None:
+        ps.process_set_id = _add(ps.ranks)
+        _registered.setdefault(ps.process_set_id, ps)
+        return ps
+    distinct, mine = mpi_comm.gather_sets(_init_comm_for("add_process_set"), ps.mpi_comm)
+    for ranks in distinct:
+        pid = _add(ranks)
+        if ranks == mine:
+            ps.process_set_id, ps.ranks = pid, mine
+            _registered.setdefault(pid, ps)
+        _registered.setdefault(pid, _registered_set(pid, ranks))
     return ps
 
 
 def remove_process_set(process_set):
     """Deregisters a set on every rank (same order everywhere). False for the global set or a
-    set that is not registered."""
+    set that is not registered. For a ProcessSet(comm), a collective over the communicator
+    init was given that removes every set its add_process_set registered."""
     _require_dynamic()
+    if process_set.mpi_comm is not None and basics.init_comm() is not None:
+        return _remove_by_comm(process_set)
     pid = process_set.process_set_id
     if pid is None or pid == 0:
         return False
@@ -138,3 +184,17 @@ def remove_process_set(process_set):
             del _registered[key]
     process_set.process_set_id = None
     return True
+
+
+def _remove_by_comm(process_set):
+    ids = basics.init_comm().allgather(process_set.process_set_id)
+    removed = False
+    for pid in sorted({i for i in ids if i}):
+        if _lib.lib().hvds_remove_process_set(pid) != _lib.SUCCESS:
+            continue
+        removed = removed or pid == process_set.process_set_id
+        gone = _registered.pop(pid, None)
+        if gone is not None:
+            gone.process_set_id = None
+    process_set.process_set_id = None
+    return removed
