@@ -52,6 +52,6 @@ if [ -z "$WHEEL" ]; then
   WHEEL=$(ls "$CACHE"/wheels/horovod-$VERSION-*.whl | head -1)
 fi
 "$VENV/bin/pip" install --no-deps --force-reinstall "$WHEEL"
-"$VENV/bin/python" -c "import horovod.torch as hvd; print('horovod', hvd.__version__, 'gloo', hvd.gloo_built())"
+"$VENV/bin/python" -c "import horovod, horovod.torch as hvd; print('horovod', horovod.__version__, 'gloo', hvd.gloo_built())"
 echo "== $(date -u +%FT%TZ) done"
 echo "$VENV/bin/python" >&3
