@@ -2,8 +2,12 @@
 sized for CPUs: the models are defined here (torchvision is not needed).
 
     hvdsparse run -np 2 python3 pytorch_synthetic_benchmark.py --model cnn --batch-size 32
+
+--horovod imports horovod.torch instead, to run the same script under Horovod itself or under
+hvdsparse's Horovod alias (horovodrun).
 """
 import argparse
+import sys
 import timeit
 
 import numpy as np
@@ -12,7 +16,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 
-import hvdsparse.torch as hvd
+if "--horovod" in sys.argv:
+    import horovod.torch as hvd
+else:
+    import hvdsparse.torch as hvd
 
 parser = argparse.ArgumentParser(description="PyTorch Synthetic Benchmark",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -28,6 +35,7 @@ parser.add_argument("--num-batches-per-iter", type=int, default=10,
 parser.add_argument("--num-iters", type=int, default=10, help="number of benchmark iterations")
 parser.add_argument("--num-classes", type=int, default=100, help="number of classes")
 parser.add_argument("--no-cuda", action="store_true", default=False, help="disables CUDA training")
+parser.add_argument("--horovod", action="store_true", help="import horovod.torch (see above)")
 parser.add_argument("--use-adasum", action="store_true", default=False,
                     help="use adasum algorithm to do reduction (not supported by hvdsparse)")
 

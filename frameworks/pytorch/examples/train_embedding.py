@@ -16,8 +16,12 @@ Zipf law, so a batch touches a few thousand distinct rows of the million.
   (DistributedOptimizer(sparse_params=["emb.weight"])).
 Plain SGD updates only the touched rows either way, and every mode sees the same data from the
 same seeds, so the losses agree to float32 rounding.
+
+--horovod imports horovod.torch instead: the script then runs under Horovod itself, or under
+hvdsparse's Horovod alias (horovodrun), for comparisons (only Horovod's API is used then).
 """
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -25,7 +29,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import hvdsparse.torch as hvd
+if "--horovod" in sys.argv:
+    import horovod.torch as hvd
+else:
+    import hvdsparse.torch as hvd
 
 parser = argparse.ArgumentParser(description="hvdsparse embedding training example")
 parser.add_argument("--sync", choices=["sparse", "dense", "detect"], default="sparse")
@@ -40,6 +47,7 @@ parser.add_argument("--fields", type=int, default=8, help="categorical features 
 parser.add_argument("--zipf", type=float, default=1.2, help="Zipf exponent of the ids")
 parser.add_argument("--lr", type=float, default=0.05)
 parser.add_argument("--seed", type=int, default=42)
+parser.add_argument("--horovod", action="store_true", help="import horovod.torch (see above)")
 
 NUM_DENSE = 13
 
@@ -100,9 +108,10 @@ def main():
                        sparse=args.sync == "sparse")
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     extra = {"sparse_params": ["emb.weight"]} if args.sync == "detect" else {}
+    if args.sparse_algorithm:
+        extra["sparse_algorithm"] = args.sparse_algorithm
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr),
-                                         named_parameters=model.named_parameters(),
-                                         sparse_algorithm=args.sparse_algorithm, **extra)
+                                         named_parameters=model.named_parameters(), **extra)
     data = Data(args)
     if hvd.rank() == 0:
         print("sync %s: %d ranks, batch %d per rank, table %d x %d, %d fields, zipf %.2f"
