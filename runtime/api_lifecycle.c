@@ -146,6 +146,23 @@ hvds_result_t hvds_set_shutdown_reason(const char* reason) {
   return HVDS_SUCCESS;
 }
 
+hvds_result_t hvds_prefer_coordinator_priority(const char* mode) {
+  int parsed = hvds__priority_mode_parse(mode);
+  if (parsed < 0)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "coordinator priority '%s' is not normal, auto or realtime",
+                           mode ? mode : "(null)");
+  hvds_runtime_t* rt = &hvds__rt;
+  pthread_mutex_lock(&rt->life_mu);
+  if (hvds__instance_prefer_priority(rt, parsed) && hvds_is_initialized()) {
+    pthread_mutex_lock(&rt->qmu);  // the coordinator applies it at its next cycle
+    hvds__coord_wake_locked(rt);
+    pthread_mutex_unlock(&rt->qmu);
+  }
+  pthread_mutex_unlock(&rt->life_mu);
+  return HVDS_SUCCESS;
+}
+
 /* The first rank that stops with a reason tells the job (the coordinator of a peer reads it),
  * before its peers learn that it stops. Not once the runtime has failed: its store may be out of
  * reach then, and the failure has its own explanation. */

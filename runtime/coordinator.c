@@ -195,9 +195,16 @@ static void grace_for_callers(hvds_runtime_t* rt) {
  * queued, else after the cycle time; once every rank has been idle for idle_sleep_cycles, no
  * heartbeat at all until work appears somewhere. A cycle a waiting caller ran counts as one of
  * ours: the next is due a cycle time after it. */
+static void raise_priority(hvds_runtime_t* rt);
+
 static int coord_loop(hvds_runtime_t* rt, long* cycles) {
   int result = 0;
   for (;;) {
+    int wanted = __atomic_exchange_n(&rt->coord_priority_pending, -1, __ATOMIC_ACQ_REL);
+    if (wanted >= 0) {  // a binding preferred another scheduling since init
+      rt->coord_priority = wanted;
+      raise_priority(rt);
+    }
     double next = 0;
     int took = hvds__cycle_acquire(rt, HVDS_CYCLE_COORDINATOR, &next, &result);
     if (result != 0) break;

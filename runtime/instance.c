@@ -15,10 +15,17 @@
 #include "thread_priority.h"
 #include "transports.h"
 
-/* How the coordinator thread is scheduled (thread_priority.h); a value not understood is
- * reported and treated as normal. */
+/* The binding's preference (hvds_prefer_coordinator_priority); -1 when none. */
+static int preferred_priority = -1;
+
+/* How the coordinator thread is scheduled (thread_priority.h): the environment's setting, else
+ * the binding's preference, else the default; a value not understood is reported and treated
+ * as normal. */
 static int coordinator_priority(void) {
   const char* text = hvds__param_str(HVDS_PARAM_COORDINATOR_PRIORITY);
+  int preferred = __atomic_load_n(&preferred_priority, __ATOMIC_ACQUIRE);
+  if (!hvds__param_is_set(HVDS_PARAM_COORDINATOR_PRIORITY) && preferred >= 0)
+    text = hvds__priority_mode_name(preferred);
   int mode = hvds__priority_mode_parse(text);
   const hvds_transport_t* tp = hvds__transport_find(hvds__param_str(HVDS_PARAM_TRANSPORT));
   if (mode > 0 && tp != NULL && tp->own_threads) {
@@ -36,10 +43,19 @@ static int coordinator_priority(void) {
   return HVDS_PRIORITY_NORMAL;
 }
 
+int hvds__instance_prefer_priority(hvds_runtime_t* rt, int mode) {
+  __atomic_store_n(&preferred_priority, mode, __ATOMIC_RELEASE);
+  int applied = coordinator_priority();
+  if (applied == rt->coord_priority) return 0;
+  __atomic_store_n(&rt->coord_priority_pending, applied, __ATOMIC_RELEASE);
+  return 1;
+}
+
 void hvds__instance_configure(hvds_runtime_t* rt) {
   rt->cycle_ms = hvds__param_dbl(HVDS_PARAM_CYCLE_TIME);
   rt->spin_us = hvds__param_dbl(HVDS_PARAM_SPIN_US);
   rt->coord_priority = coordinator_priority();
+  __atomic_store_n(&rt->coord_priority_pending, -1, __ATOMIC_RELEASE);
   __atomic_store_n(&rt->coord_level, 0, __ATOMIC_RELEASE); /* the coordinator sets what it got */
   rt->caller_runs = hvds__param_int(HVDS_PARAM_CALLER_RUNS) > 0;
   rt->sparse_learn_costs = hvds__param_int(HVDS_PARAM_SPARSE_LEARN_COSTS) != 0;

@@ -15,6 +15,10 @@ extern "C" {
 
 /* Reads the knobs into rt's fields (at every init: the environment may have changed). */
 void hvds__instance_configure(hvds_runtime_t* rt);
+/* Records a binding's preferred coordinator priority (hvds_prefer_coordinator_priority) for
+ * this and later inits; 1 when the running coordinator must change (rt->coord_priority_pending
+ * set), 0 when the environment's setting or the same mode stands. */
+int hvds__instance_prefer_priority(hvds_runtime_t* rt, int mode);
 /* Installs the global set, then n static sets: set i has sizes[i] ranks, listed one set after
  * the other in ranks. On failure records the message and returns the code. */
 hvds_result_t hvds__instance_install_sets(hvds_runtime_t* rt, const int32_t* ranks,

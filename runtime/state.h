@@ -194,6 +194,7 @@ typedef struct hvds_runtime {
   double cycle_ms;               /* coord, written under qmu: read there by any thread */
   double spin_us;                /* coord: polling before sleeping between cycles */
   int coord_priority;            /* hvds_priority_mode_t of the coordinator thread */
+  int coord_priority_pending;    /* a mode a binding preferred since init; -1 when none */
   int coord_level;               /* atomic: its thread_priority.h level, lent to callers */
   int allreduce_algo;            /* init: hvds_algo_t forced by the knob, or 0 (auto) */
   long long rhd_max_bytes;       /* init: largest halving-doubling allreduce; < 0 the default */

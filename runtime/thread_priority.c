@@ -22,6 +22,12 @@ int hvds__priority_mode_parse(const char* text) {
   return -1;
 }
 
+const char* hvds__priority_mode_name(int mode) {
+  return mode == HVDS_PRIORITY_AUTO       ? "auto"
+         : mode == HVDS_PRIORITY_REALTIME ? "realtime"
+                                          : "normal";
+}
+
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static int set_realtime(void) {

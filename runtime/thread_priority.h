@@ -27,6 +27,8 @@ typedef enum {
 
 /* Parses "normal", "auto" or "realtime" (NULL or "" is normal); returns -1 for anything else. */
 int hvds__priority_mode_parse(const char* text);
+/* The text of a mode, as parse reads it. */
+const char* hvds__priority_mode_name(int mode);
 
 /* Applies mode to the calling thread. Writes what the thread now runs at ("real-time
  * round-robin 1", "nice -10", "normal") to got, and, when the mode asked for more than it got,

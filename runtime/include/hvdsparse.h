@@ -146,6 +146,12 @@ hvds_result_t hvds_shutdown(void);
  * operations its peers still had pending fail naming it ("... Rank 1 stopped first, after an
  * uncaught RuntimeError: ..."). NULL or "" clears it; cleared again at init. */
 hvds_result_t hvds_set_shutdown_reason(const char* reason);
+/* A binding's default for the coordinator thread's scheduling ("normal", "auto", "realtime";
+ * HVDSPARSE_COORDINATOR_PRIORITY's values), for a job whose pipeline needs it (DeAR overlaps
+ * the reduction with the next forward only if the coordinator gets the core when its data
+ * arrives). The environment's setting, when there is one, wins. Applies from the coordinator's
+ * next cycle and at every later init of the process. HVDS_INVALID_ARGUMENT for another value. */
+hvds_result_t hvds_prefer_coordinator_priority(const char* mode);
 int hvds_is_initialized(void);
 /* Elastic jobs (`hvdsparse run --min-np`/`--host-discovery-script`): 1 when the launcher has
  * published a membership newer than the one this rank joined at its last init (workers were

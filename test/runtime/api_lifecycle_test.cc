@@ -222,3 +222,32 @@ TEST(QueueLifecycle, CoordinatorPriority) {
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
   ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
 }
+
+// A binding's preference (DeAR asks for "auto") applies to the running coordinator and to later
+// inits, unless the environment says otherwise.
+TEST(QueueLifecycle, PreferredCoordinatorPriority) {
+  const char* outer = getenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  std::string kept = outer ? outer : "";
+  unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  unsetenv("HOROVOD_COORDINATOR_PRIORITY");
+  int want = RealtimeAllowed() ? 1 : 0;
+  EXPECT_EQ(hvds_prefer_coordinator_priority("fastest"), HVDS_INVALID_ARGUMENT);
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(RoundRobinThreads(), 0);
+  ASSERT_EQ(hvds_prefer_coordinator_priority("auto"), HVDS_SUCCESS);
+  EXPECT_EQ(RoundRobinThreadsSettled(want), want);  // the running coordinator
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(RoundRobinThreadsSettled(want), want);  // the next init's
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  setenv("HVDSPARSE_COORDINATOR_PRIORITY", "normal", 1);  // the environment wins
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(RoundRobinThreadsSettled(0), 0);
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  ASSERT_EQ(hvds_prefer_coordinator_priority("normal"), HVDS_SUCCESS);  // as the process began
+  if (outer) {
+    setenv("HVDSPARSE_COORDINATOR_PRIORITY", kept.c_str(), 1);
+  } else {
+    unsetenv("HVDSPARSE_COORDINATOR_PRIORITY");
+  }
+}

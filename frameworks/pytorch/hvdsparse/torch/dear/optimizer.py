@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import torch
 
+from hvdsparse.common import _lib
 from hvdsparse.torch import functions, mpi_ops
 from hvdsparse.torch.dear import hooks
 from hvdsparse.torch.dear.bucket import Bucket, Comm
@@ -360,6 +361,11 @@ def make(optimizer, model, named_parameters, compression, backward_passes_per_st
     if tune_bucket_size:
         tuner = BucketSizeTuner(bucket_bytes, tune_trials, tune_steps_per_trial, tune_skip,
                                 tune_warmup)
+    # The overlap needs the coordinator to get a core as soon as a bucket's data arrives, while
+    # the next forward keeps the cores busy: DeAR's default is HVDSPARSE_COORDINATOR_PRIORITY=auto
+    # (the environment's setting wins; docs/dear.md).
+    if _lib.has("hvds_prefer_coordinator_priority"):
+        _lib.lib().hvds_prefer_coordinator_priority(b"auto")
     cls = type(optimizer.__class__.__name__, (_DearMixin, optimizer.__class__), {})
     return cls(optimizer.param_groups, model, named, compression, backward_passes_per_step, op,
                prescale, postscale, process_set, bucket_bytes, first_bucket_bytes, tuner)
