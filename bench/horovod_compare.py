@@ -66,7 +66,8 @@ def horovod_cmds(args, place, script, scratch):
         e = dict(env, HOROVOD_RANK=str(r), HOROVOD_CROSS_RANK=str(r if cl else 0),
                  HOROVOD_LOCAL_RANK=str(0 if cl else r),
                  HOROVOD_HOSTNAME=cl.hosts[r] if cl else "localhost")
-        c, pe = place.rank_cmd(r, [args.horovod_python] + script, e)
+        cmd = [args.horovod_python] + script
+        c, pe = place.rank_cmd(r, peers.as_named_host(cl.addrs[r], cmd) if cl else cmd, e)
         cmds.append(c)
         envs.append(pe)
     return cmds, envs

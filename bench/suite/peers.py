@@ -169,10 +169,22 @@ def _python_ranks(impl, place, common, args, scratch):
             e.update(HOROVOD_RANK=str(r), HOROVOD_CROSS_RANK=str(r if cl else 0),
                      HOROVOD_LOCAL_RANK=str(0 if cl else r),
                      HOROVOD_HOSTNAME=cl.hosts[r] if cl else "localhost")
-        c, pe = place.rank_cmd(r, [python, TORCH_BENCH, "--backend", backend] + common, e)
+        cmd = [python, TORCH_BENCH, "--backend", backend] + common
+        if impl == "horovod" and cl:
+            cmd = as_named_host(cl.addrs[r], cmd)
+        c, pe = place.rank_cmd(r, cmd, e)
         cmds.append(c)
         envs.append(pe)
     return cmds, envs
+
+
+def as_named_host(addr, cmd):
+    """cmd in its own UTS namespace whose host name is addr. Horovod 0.28.1's process-set Gloo
+    contexts (the global set's included) ignore HOROVOD_GLOO_IFACE and bind to the address the
+    host name resolves to; the namespace hosts share this machine's name, which resolves to
+    loopback, so they would connect to 127.0.0.1. On a real cluster each host's name resolves to
+    its own address, as here."""
+    return ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', addr] + cmd
 
 
 def horovod_env(place, iface, scratch):
