@@ -141,3 +141,23 @@ def test_run_keeps_the_state_after_hosts_updated():
 
     # The sync sends rank 0's variables as they are.
     assert train(state) == 12.0 and calls == [0.0, 11.0]
+
+
+def test_a_step_traced_at_size_1_keeps_its_reduction_in_an_elastic_job(monkeypatch):
+    from hvdsparse.tensorflow import gradient_tape
+    grad = tf.constant([float(hvd.rank())])
+    expected = (hvd.size() - 1) / 2.0
+    # The global set as a step traced while the job had one worker saw it.
+    monkeypatch.setattr(hvd.global_process_set, "size", lambda: 1)
+    kept = gradient_tape.allreduce_gradients([grad])
+    assert float(kept[0].numpy()[0]) == float(hvd.rank())  # a fixed job skips it at size 1
+    monkeypatch.setenv("HVDSPARSE_ELASTIC", "1")
+
+    @tf.function
+    def step(g):
+        return gradient_tape.allreduce_gradients([g])[0]
+
+    traced = step.get_concrete_function(grad)  # traced at "size 1"
+    monkeypatch.undo()
+    # Run while the job has hvd.size() workers: the reduction is there.
+    assert float(traced(grad).numpy()[0]) == expected

@@ -1,5 +1,7 @@
 """DistributedGradientTape and PartialDistributedGradientTape, and the gradient-allreduce
 helper shared with the Keras DistributedOptimizer."""
+import os
+
 import tensorflow as tf
 
 from hvdsparse.common import _lib
@@ -76,7 +78,11 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
                                         quantize_bits, sparse_as_dense=sparse_as_dense,
                                         num_groups=num_groups, groups=groups,
                                         sparse_detect=sparse_detect)
-    if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0:
+    # At size 1 there is nothing to reduce; in an elastic job the size can grow after a step was
+    # traced, so the reduction stays in the graph (the runtime passes it through at size 1).
+    elastic = os.environ.get("HVDSPARSE_ELASTIC") == "1" or os.environ.get("HOROVOD_ELASTIC") == "1"
+    if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0 \
+            and not elastic:
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
                 else g for g in grads]
     compression = compression or Compression.none
