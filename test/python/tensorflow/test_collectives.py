@@ -208,3 +208,15 @@ def test_adasum_adds_orthogonal_and_averages_parallel_gradients(mode):
     same = tf.linspace(-1.0, 1.0, n)
     got = execute(mode, lambda t: hvd.allreduce(t, op=hvd.Adasum, name="adasum.par"), same)
     np.testing.assert_allclose(got.numpy(), same.numpy(), rtol=1e-6)
+
+
+def test_average_scales_float32_as_horovod_cpu():
+    """Average multiplies the float32 sum by 1/size rounded to float32, as Horovod's CPU
+    ScaleBuffer (one ulp off (x * 3) / 3 at np 3; docs/tensorflow.md)."""
+    n = hvd.size()
+    x = (np.arange(1, 257, dtype=np.float32) / np.float32(7)).astype(np.float32)
+    total = x.copy()
+    for _ in range(n - 1):
+        total = total + x
+    y = hvd.allreduce(tf.constant(x), op=hvd.Average)
+    np.testing.assert_array_equal(y.numpy(), total * np.float32(1.0 / n))
