@@ -93,6 +93,23 @@ def test_partial_tape():
         np.testing.assert_allclose(g.numpy(), lg.numpy() / hvd.size(), rtol=1e-5)
 
 
+def test_partial_tape_local_and_global_gradients():
+    """Horovod's get_local_and_global_gradients: (source, gradient) pairs split by locality."""
+    model = _model()
+    model(tf.zeros([1, 5]))
+    local = model.layers[1]
+    with tf.GradientTape(persistent=True) as tape:
+        loss = tf.reduce_sum(model(tf.ones([2, 5]) * (hvd.rank() + 1)))
+    own = tape.gradient(loss, local.trainable_weights)
+    tape = hvd.PartialDistributedGradientTape(tape, local_layers=[local])
+    local_pairs, global_pairs = tape.get_local_and_global_gradients(loss,
+                                                                    model.trainable_weights)
+    assert [id(v) for v, _ in local_pairs] == [id(v) for v in local.trainable_weights]
+    assert len(global_pairs) == len(model.trainable_weights) - len(local_pairs)
+    for (_, g), lg in zip(local_pairs, own):
+        np.testing.assert_allclose(g.numpy(), lg.numpy() / hvd.size(), rtol=1e-5)
+
+
 def test_keras_fit_equivalence():
     x, y = _data()
     per = GLOBAL // hvd.size()

@@ -7,15 +7,17 @@
 
 Not compiled against TensorFlow: collectives copy tensors to host numpy buffers and call the C
 library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
-copied to the host. TF1 graph/session APIs (broadcast_global_variables,
-BroadcastGlobalVariablesHook, the legacy DistributedOptimizer for tf.compat.v1 optimizers) are
-not provided. hvd.elastic: Horovod's elastic API (TensorFlow 2, eager; docs/elastic.md).
+copied to the host. TF1 graphs run by a tf.compat.v1.Session work too (graph_mode.py):
+broadcast_global_variables is provided; the legacy DistributedOptimizer for tf.compat.v1
+optimizers and BroadcastGlobalVariablesHook are not. hvd.elastic: Horovod's elastic API
+(TensorFlow 2, eager; docs/elastic.md).
 """
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
-from hvdsparse.tensorflow import elastic  # noqa: F401
+from hvdsparse.tensorflow import elastic, graph_mode  # noqa: F401
 from hvdsparse.tensorflow.compression import Compression  # noqa: F401
 from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object,  # noqa: F401
-                                            broadcast_object_fn, broadcast_variables)
+                                            broadcast_object_fn, broadcast_variables,
+                                            broadcast_global_variables)
 from hvdsparse.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F401
                                                 PartialDistributedGradientTape)
 from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401

@@ -217,6 +217,14 @@ class DistributedGradientTape:
             quantize_bits=self._quantize_bits)
         return tf.nest.pack_sequence_as(grads, out)
 
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None):
+        """gradient(), split as Horovod's: ([(local source, gradient)], [(other source,
+        gradient)]), each in the order of sources."""
+        sources = tf.nest.flatten(sources)
+        pairs = list(zip(sources, self.gradient(target, sources, output_gradients)))
+        return ([p for p in pairs if self._is_local(p[0])],
+                [p for p in pairs if not self._is_local(p[0])])
+
 
 def allreduce_skipping_local(grads, sources, local, scale_local, **options):
     """allreduce_gradients over the gradients whose local flag is False; the local ones are

@@ -78,16 +78,19 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     return fn(tensor)
 
 
-def _allgather_slices(slices, name, op, scale, process_set):
+def _allgather_slices(slices, name, op, prescale, postscale, process_set):
     """Horovod's path, for tf.IndexedSlices without a dense_shape: allgather values and
-    indices (duplicates stay; Average divides by the set size)."""
+    indices (duplicates stay). Average divides by the set size with `/`, as Horovod's (integer
+    values come back as floats); pre/postscale raise NotImplementedError, as Horovod's."""
+    if prescale != 1.0 or postscale != 1.0:
+        raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices "
+                                  "without a dense_shape")
     values = allgather(slices.values, name=None if name is None else name + ".values",
                        process_set=process_set)
     indices = allgather(slices.indices, name=None if name is None else name + ".indices",
                         process_set=process_set)
-    divisor = process_set.size() if op == Average else 1
-    if divisor != 1 or scale != 1.0:
-        values = values * tf.cast(scale / divisor, values.dtype)
+    if op == Average:
+        values = values / tf.cast(process_set.size(), values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
@@ -132,8 +135,8 @@ def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, proce
     dense_shape[1:]); pre- and postscale multiply the result's values."""
     check_sparse_op(op)
     if slices.dense_shape is None:
-        scale = float(prescale_factor) * float(postscale_factor)
-        return _allgather_slices(slices, name, op, scale, process_set)
+        return _allgather_slices(slices, name, op, prescale_factor, postscale_factor,
+                                 process_set)
     return _sparse_allreduce_many([slices], [name], op, prescale_factor, postscale_factor,
                                   process_set, algorithm)[0]
 
@@ -202,47 +205,58 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
 
 
 # ---- allgather -------------------------------------------------------------------------------
-def _raw_allgather(tensor, name, process_set):
+def _raw_allgathers(tensors, names, process_set):
+    """Allgathers enqueued together and waited for together (one py_function in a graph)."""
     require_init()
     ps_id = set_id(process_set)
-    full = _name("allgather", name, ps_id)
+    fulls = [_name("allgather", n, ps_id) for n in names]
 
     def body(arrays):
-        return [_complete([_start_allgather(arrays[0], full, ps_id)])[0]]
-    out = _run(body, [tensor], [tensor.dtype])[0]
-    if tensor.shape.rank is not None:
-        out.set_shape([None] + tensor.shape.as_list()[1:])
-    return out
+        return _complete([_start_allgather(a, f, ps_id) for a, f in zip(arrays, fulls)])
+    outs = _run(body, tensors, [t.dtype for t in tensors])
+    for o, t in zip(outs, tensors):
+        if t.shape.rank is not None:
+            o.set_shape([None] + t.shape.as_list()[1:])
+    return outs
+
+
+def _allgather_grad(x, dy, process_set):
+    """This rank's slice of the averaged gradient."""
+    g = _allreduce(dy, op=Average, process_set=process_set)
+    d = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
+    dims = _raw_allgathers([d], [None], process_set)[0]
+    offset = tf.reduce_sum(dims[:process_set.rank()])
+    return g[offset:offset + d[0]]
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
     """Concatenates every rank's tensor along dimension 0 (first dimensions may differ). The
     gradient is this rank's slice of the averaged gradient."""
-    tensor = _prepare(tensor)
-
-    @tf.custom_gradient
-    def fn(x):
-        y = _raw_allgather(x, name, process_set)
-
-        def grad(dy):
-            g = _allreduce(dy, op=Average, process_set=process_set)
-            d = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
-            dims = _raw_allgather(d, None, process_set)
-            r = process_set.rank()
-            offset = tf.reduce_sum(dims[:r])
-            return g[offset:offset + d[0]]
-        return y, grad
-    return fn(tensor)
+    return _allgathers([tensor], [name], process_set)[0]
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False,
                       process_set=global_process_set):
-    """Allgather of several tensors (one allgather per tensor, named "<name>_<i>of<n>")."""
-    tensors = list(tensors)
-    base = name if name is not None else None
+    """Allgathers of several tensors (each named "<name>_<i>of<n>"), enqueued together: one
+    operation in a graph, as Horovod's grouped op."""
     n = len(tensors)
-    return [allgather(t, name=None if base is None else "%s_%dof%d" % (base, i + 1, n),
-                      process_set=process_set) for i, t in enumerate(tensors)]
+    return _allgathers(tensors, [None if name is None else "%s_%dof%d" % (name, i + 1, n)
+                                 for i in range(n)], process_set)
+
+
+def _allgathers(tensors, names, process_set):
+    tensors = [_prepare(t) for t in tensors]
+    if not tensors:
+        return []
+
+    @tf.custom_gradient
+    def fn(*xs):
+        ys = _raw_allgathers(list(xs), names, process_set)
+
+        def grad(*dys):
+            return [_allgather_grad(x, dy, process_set) for x, dy in zip(xs, dys)]
+        return ys, grad
+    return list(fn(*tensors))
 
 
 # ---- broadcast -------------------------------------------------------------------------------
@@ -278,14 +292,35 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     return fn(tensor)
 
 
+def _broadcast_group(tensors, root_rank, names, process_set):
+    """Broadcasts enqueued together and waited for together (one py_function in a graph)."""
+    require_init()
+    ps_id = set_id(process_set)
+    root = root_index(root_rank, process_set)
+    fulls = [_name("broadcast", n, ps_id) for n in names]
+    tensors = [_prepare(t) for t in tensors]
+
+    def body(arrays):
+        return _complete([_start_broadcast(a, f, ps_id, root) for a, f in zip(arrays, fulls)])
+    outs = _run(body, tensors, [t.dtype for t in tensors])
+    for o, t in zip(outs, tensors):
+        o.set_shape(t.shape)
+    return outs
+
+
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
-    """In-place broadcast of tf.Variables (one op per variable); returns the variables."""
+    """In-place broadcast of tf.Variables (resource or TF1 reference variables), enqueued
+    together. Returns the variables' values after the broadcast (a list for a list), as
+    Horovod's; in a graph, evaluating them runs the broadcast."""
     single = not isinstance(variables, (list, tuple))
     variables = [variables] if single else list(variables)
-    for i, v in enumerate(variables):
-        vname = None if name is None else (name if single else "%s_%d" % (name, i))
-        v.assign(_raw_broadcast(_prepare(v), root_rank, vname, process_set))
-    return variables[0] if single else variables
+    names = [None if name is None else (name if single else "%s_%d" % (name, i))
+             for i in range(len(variables))]
+    values = _broadcast_group(variables, root_rank, names, process_set) if variables else []
+    assigns = [v.assign(val) for v, val in zip(variables, values)]
+    with tf.control_dependencies([] if _executing_eagerly() else assigns):
+        out = [v.read_value() for v in variables]
+    return out[0] if single else out
 
 
 # ---- alltoall --------------------------------------------------------------------------------
@@ -313,7 +348,7 @@ def _raw_alltoall(tensor, splits, name, process_set):
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
     """Sends splits[i] rows to rank i of the set and gathers the rows sent to this rank.
-    Returns (output, received_splits), as Horovod's TensorFlow alltoall."""
+    Returns (output, received_splits) when splits are given, else the output, as Horovod's."""
     tensor = _prepare(tensor)
     if splits is not None:
         splits = tf.convert_to_tensor(splits)
@@ -328,7 +363,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
             g, _ = _raw_alltoall(dy, received, None, process_set)
             return g
         return (out, received), grad
-    return fn(tensor)
+    out, received = fn(tensor)
+    return out if splits is None else (out, received)
 
 
 # ---- reducescatter ---------------------------------------------------------------------------

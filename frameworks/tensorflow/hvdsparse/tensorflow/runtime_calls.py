@@ -12,6 +12,9 @@ from hvdsparse.common import sparse as csparse
 from hvdsparse.common.errors import ErrorClasses
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Sum
+from hvdsparse.tensorflow import graph_mode
+
+graph_mode.reserve_inter_op_threads()
 
 # ---- errors ----------------------------------------------------------------------------------
 class HorovodPreconditionError(tf.errors.FailedPreconditionError, HorovodInternalError):
@@ -271,15 +274,13 @@ def _to_tf(a):
 
 
 def _run(body, inputs, tout):
-    """Runs body(list of numpy arrays) -> list of numpy arrays eagerly, or as a py_function."""
+    """Runs body(list of numpy arrays) -> list of numpy arrays eagerly, or as a py_function
+    (graph_mode.run)."""
     if _executing_eagerly():
         return [_to_tf(o) for o in body([_host(x) for x in inputs])]
 
-    @tf.autograph.experimental.do_not_convert
-    def py(*xs):
-        return [_to_tf(o) for o in body([_host(x) for x in xs])]
-    outs = tf.py_function(py, list(inputs), Tout=list(tout))
-    return list(outs)
+    return graph_mode.run(lambda arrays: body([_host(a) for a in arrays]), inputs, tout,
+                          HorovodPreconditionError)
 
 
 def _prepare(tensor):

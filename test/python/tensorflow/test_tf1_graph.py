@@ -1,0 +1,87 @@
+"""TF1 graphs run by a tf.compat.v1.Session (Horovod's test_tensorflow.py runs every test so
+before running it eagerly): collectives are py_functions the session runs in any order."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hvdsparse.tensorflow as hvd
+
+
+def _session(graph):
+    # inter_op_parallelism_threads 0: the sessions' shared pool, sized by the binding at import
+    # (conftest's tf.config value would otherwise be inherited)
+    return tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto())
+
+
+def test_many_independent_collectives_in_one_run():
+    """More collectives than a small inter-op pool has threads, fetched in one run: ranks start
+    them in different orders (once a hang)."""
+    n = hvd.size()
+    with tf.Graph().as_default() as g:
+        outs = [hvd.allreduce(tf.fill([i + 1], float(hvd.rank() + i)), op=hvd.Sum)
+                for i in range(24)]
+        outs += hvd.grouped_allgather([tf.fill([hvd.rank() + 1], i) for i in range(4)])
+        with _session(g) as sess:
+            got = sess.run(outs)
+    for i in range(24):
+        np.testing.assert_array_equal(got[i], [sum(r + i for r in range(n))] * (i + 1))
+    np.testing.assert_array_equal(got[24 + 3], [3] * (n * (n + 1) // 2))
+
+
+def test_mismatch_raises_failed_precondition_on_every_rank():
+    with tf.Graph().as_default() as g:
+        y = hvd.allreduce(tf.ones([hvd.rank() + 2]))
+        z = hvd.allreduce(tf.ones([2]), op=hvd.Sum)
+        with _session(g) as sess:
+            with pytest.raises(tf.errors.FailedPreconditionError,
+                               match="Mismatched ALLREDUCE tensor shapes"):
+                sess.run(y)
+            np.testing.assert_array_equal(sess.run(z), [hvd.size()] * 2)
+
+
+def test_inplace_broadcast_and_global_variables():
+    root = hvd.size() - 1
+    with tf.Graph().as_default() as g:
+        res = tf.Variable(tf.fill([3], float(hvd.rank())))
+        ref = tf.compat.v1.Variable(tf.fill([2], hvd.rank()), use_resource=False)
+        other = tf.Variable(tf.fill([2], float(hvd.rank())))
+        values = hvd.broadcast_([res, ref], root_rank=root)
+        bcast_all = hvd.broadcast_global_variables(root_rank=0)
+        with _session(g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            got = sess.run(values)
+            np.testing.assert_array_equal(got[0], [root] * 3)
+            np.testing.assert_array_equal(sess.run(ref), [root] * 2)
+            sess.run(bcast_all)
+            np.testing.assert_array_equal(sess.run(other), [0.0] * 2)
+
+
+def test_broadcast_global_variables_refused_eagerly():
+    with pytest.raises(RuntimeError, match="eager"):
+        hvd.broadcast_global_variables(root_rank=0)
+
+
+def test_objects_while_a_graph_is_built():
+    with tf.Graph().as_default():
+        assert hvd.broadcast_object({"r": hvd.rank()}, root_rank=0) == {"r": 0}
+        assert hvd.allgather_object(hvd.rank()) == list(range(hvd.size()))
+
+
+def test_alltoall_without_splits_returns_the_output_only():
+    n = hvd.size()
+    with tf.Graph().as_default() as g:
+        out = hvd.alltoall(tf.zeros([n, 0], tf.uint8))
+        with _session(g) as sess:
+            assert sess.run(tf.size(out)) == 0
+
+
+def test_indexed_slices_without_dense_shape_as_horovod():
+    """Average divides with `/` (integer values come back as floats); scaling is refused."""
+    n = hvd.size()
+    s = tf.IndexedSlices(tf.ones([1, 3], tf.int32), tf.constant([hvd.rank()]))
+    avg = hvd.allreduce(s, op=hvd.Average)
+    assert avg.values.dtype == tf.float64
+    np.testing.assert_allclose(avg.values.numpy(), np.full([n, 3], 1.0 / n))
+    for kw in ({"prescale_factor": 0.5}, {"postscale_factor": 0.5}):
+        with pytest.raises(NotImplementedError):
+            hvd.allreduce(s, op=hvd.Sum, **kw)
