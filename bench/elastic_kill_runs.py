@@ -30,7 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "test", "python", "elastic", "train_elastic.py")
 sys.path.insert(0, os.path.join(ROOT, "test", "cluster"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "suite"))
 from cluster import Cluster  # noqa: E402
+from common import torch_worker_env  # noqa: E402
 
 STEPS = 40
 COMMIT_EVERY = 3
@@ -145,12 +147,7 @@ def main():
     p.add_argument("--rate", default="1gbit", help="the cluster's link rate")
     a = p.parse_args()
     binary = os.path.join(os.path.abspath(a.build), "bin", "hvdsparse")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "frameworks", d) for d in ("common", "pytorch")] +
-        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("HVDSPARSE_LIBRARY", os.path.join(os.path.abspath(a.build), "lib",
-                                                     "libhvdsparse.so"))
+    env = torch_worker_env(a.build)
     cluster = Cluster(a.cluster, a.rate, tag="hek") if a.cluster else None
     rng = random.Random(a.seed)
     recoveries, bad = {"kill": [], "drop": []}, []

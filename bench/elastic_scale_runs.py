@@ -26,7 +26,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "test", "python", "elastic", "train_elastic.py")
 sys.path.insert(0, os.path.join(ROOT, "test", "cluster"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "suite"))
 from cluster import Cluster  # noqa: E402
+from common import torch_worker_env  # noqa: E402
 
 STEPS = 60
 
@@ -117,12 +119,7 @@ def main():
     p.add_argument("--timeout", type=float, default=240)
     a = p.parse_args()
     binary = os.path.join(os.path.abspath(a.build), "bin", "hvdsparse")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "frameworks", d) for d in ("common", "pytorch")] +
-        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("HVDSPARSE_LIBRARY", os.path.join(os.path.abspath(a.build), "lib",
-                                                     "libhvdsparse.so"))
+    env = torch_worker_env(a.build)
     grows, shrinks, bad = [], [], 0
     with Cluster(5, a.rate, tag="hes") as cluster:
         for i in range(a.runs):

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "suite"))
 import peers  # noqa: E402
 from cluster import Cluster  # noqa: E402
-from common import run_procs  # noqa: E402
+from common import run_procs, torch_worker_env  # noqa: E402
 
 EXAMPLES = os.path.join(ROOT, "frameworks", "pytorch", "examples")
 WORKLOADS = {
@@ -49,11 +49,7 @@ def hvdsparse_cmd(args, place, script):
     cl = getattr(place, "cluster", None)
     cmd = [os.path.join(args.build, "bin", "horovodrun"), "-np", str(place.np)]
     cmd += cl.launcher_flags() if cl else []
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "frameworks", d) for d in ("common", "pytorch")] +
-        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.setdefault("HVDSPARSE_LIBRARY", os.path.join(args.build, "lib", "libhvdsparse.so"))
+    env = dict(torch_worker_env(args.build), OMP_NUM_THREADS="1")
     return [cmd + [sys.executable] + script], [env]
 
 

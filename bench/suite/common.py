@@ -124,3 +124,16 @@ def parse_rows(stdout):
             continue
         rows.append(row)
     return rows
+
+
+def torch_worker_env(build):
+    """This environment plus what a torch worker of the build needs: hvdsparse's Python packages
+    first on PYTHONPATH, and the build's library unless HVDSPARSE_LIBRARY names one."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(root, "frameworks", d) for d in ("common", "pytorch")] +
+        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("HVDSPARSE_LIBRARY", os.path.join(os.path.abspath(build), "lib",
+                                                     "libhvdsparse.so"))
+    return env
