@@ -211,3 +211,42 @@ hvds_result_t hvds__scale(void* buf, size_t count, hvds_dtype_t dtype, double fa
   scalers[dtype](buf, count, factor);
   return HVDS_SUCCESS;
 }
+
+/* ---- Division (Average) ---- */
+
+static void divide_f32(float* b, size_t n, float d) {
+  for (size_t i = 0; i < n; i++) b[i] = b[i] / d;
+}
+
+static void divide_f64(double* b, size_t n, double d) {
+  for (size_t i = 0; i < n; i++) b[i] = b[i] / d;
+}
+
+static void divide_f16(uint16_t* b, size_t n, float d) {
+  for (size_t i = 0; i < n; i++) b[i] = hvds__float_to_half(hvds__half_to_float(b[i]) / d);
+}
+
+static void divide_bf16(uint16_t* b, size_t n, float d) {
+  for (size_t i = 0; i < n; i++) b[i] = hvds__float_to_bf16(hvds__bf16_to_float(b[i]) / d);
+}
+
+hvds_result_t hvds__divide(void* buf, size_t count, hvds_dtype_t dtype, int64_t divisor) {
+  if ((unsigned)dtype >= HVDS_DTYPE_COUNT || divisor == 0) return HVDS_NOT_SUPPORTED;
+  if (divisor == 1 || count == 0) return HVDS_SUCCESS;
+  switch (dtype) {
+    case HVDS_FLOAT32:
+      divide_f32((float*)buf, count, (float)divisor);
+      return HVDS_SUCCESS;
+    case HVDS_FLOAT64:
+      divide_f64((double*)buf, count, (double)divisor);
+      return HVDS_SUCCESS;
+    case HVDS_FLOAT16:
+      divide_f16((uint16_t*)buf, count, (float)divisor);
+      return HVDS_SUCCESS;
+    case HVDS_BFLOAT16:
+      divide_bf16((uint16_t*)buf, count, (float)divisor);
+      return HVDS_SUCCESS;
+    default:
+      return hvds__scale(buf, count, dtype, 1.0 / (double)divisor);
+  }
+}

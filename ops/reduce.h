@@ -24,6 +24,10 @@ hvds_result_t hvds__reduce(void* dst, const void* src, size_t count, hvds_dtype_
 /* buf[i] *= factor. Integers: computed in double and truncated toward zero, as Horovod does.
  * A factor of exactly 1.0 is a no-op. */
 hvds_result_t hvds__scale(void* buf, size_t count, hvds_dtype_t dtype, double factor);
+/* buf[i] /= divisor: floating types divide in their own arithmetic (float16 and bfloat16 in
+ * float32), so an average of equal values is exact; integers and bool scale by 1/divisor as
+ * hvds__scale does. A divisor of 1 is a no-op. */
+hvds_result_t hvds__divide(void* buf, size_t count, hvds_dtype_t dtype, int64_t divisor);
 
 /* Scalar conversions for the 16-bit float types (round to nearest even). */
 float hvds__half_to_float(uint16_t h);

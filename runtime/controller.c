@@ -10,6 +10,7 @@
 #include "check.h"
 #include "collectives.h"
 #include "fusion.h"
+#include "handle.h"
 #include "lane.h"
 #include "log.h"
 #include "p2p.h"
@@ -23,6 +24,8 @@
 #define FLAG_NO_INVALID 4ull
 #define FLAG_NO_PENDING 8ull /* this rank has nothing queued or waiting */
 #define FLAG_NO_JOINED 16ull
+/* Not inverted: AND yields "every rank". */
+#define FLAG_STUCK 32ull /* blocked in a wait past the deadlock time, nothing finishing */
 
 /* The bit vectors of caches up to this many slots (the default capacity) live on the stack. */
 #define STACK_CACHE_SLOTS 1024
@@ -194,6 +197,9 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   hvds_runtime_t* rt = s->rt;
   double stall = rt->stall_check_s;
   double now = hvds__now();
+  double stuck = rt->deadlock_s > 0 ? hvds__stuck_seconds(rt, now) : 0.0;
+  /* Halfway to a deadlock, cached tensors go through rank 0 too, so that it can fail them. */
+  int via_rank0 = rt->deadlock_s > 0 && stuck >= rt->deadlock_s / 2;
   int uncached = 0, invalid = 0;
   memset(s->bit_entry, 0, (size_t)s->cache.cap * sizeof(*s->bit_entry));
   for (size_t i = 0; i < s->pending.cap; i++) {
@@ -204,7 +210,8 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
     int32_t bit;
     hvds_cache_state_t st = classify(s, e, &r, &bit);
     /* A hit waiting past the stall time goes through rank 0, so the inspector can see it. */
-    if (st == HVDS_CACHE_HIT && now - e->enqueue_time > stall) st = HVDS_CACHE_INVALID;
+    if (st == HVDS_CACHE_HIT && (now - e->enqueue_time > stall || via_rank0))
+      st = HVDS_CACHE_INVALID;
     if (st == HVDS_CACHE_HIT) {
       v[1 + bit / 64] |= 1ull << (bit % 64);
       s->bit_entry[bit] = e;
@@ -219,7 +226,8 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   /* The set's rank 0 forces a slow path now and then while tensors wait, so that the stall
    * inspector runs and its verdict reaches every rank. */
   if (s->my_rank == 0 && s->table.count > 0 &&
-      now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) && !rt->stall_check_disabled)
+      now - s->last_stall_check >= (stall < 1.0 ? stall : 1.0) &&
+      (!rt->stall_check_disabled || rt->deadlock_s > 0))
     uncached = 1;
   if (s->joined) /* a joined rank agrees to every cached allreduce and contributes zeros */
     for (int32_t b = 0; b < s->cache.cap; b++) {
@@ -228,7 +236,8 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
     }
   v[0] = (want_shutdown ? 0 : FLAG_NO_SHUTDOWN) | (uncached ? 0 : FLAG_NO_UNCACHED) |
          (invalid ? 0 : FLAG_NO_INVALID) | (has_work(s) ? 0 : FLAG_NO_PENDING) |
-         (s->joined ? 0 : FLAG_NO_JOINED);
+         (s->joined ? 0 : FLAG_NO_JOINED) |
+         (rt->deadlock_s > 0 && stuck >= rt->deadlock_s ? FLAG_STUCK : 0);
   hvds__lane_fill(s, v + lane_at(s));
 }
 
@@ -352,6 +361,7 @@ hvds_result_t hvds__negotiate(hvds_pset_t* s, int want_shutdown, hvds_response_t
   if (rc == HVDS_SUCCESS) {
     *shutdown = !(v[0] & FLAG_NO_SHUTDOWN);
     s->busy_anywhere = !(v[0] & FLAG_NO_PENDING);
+    s->all_stuck = (v[0] & FLAG_STUCK) != 0;
     /* The lane first: what is pipelined must not wait behind negotiated work. */
     rc = hvds__lane_take(s, v + lane_at(s), !(v[0] & FLAG_NO_JOINED), &resps.items, &resps.n,
                          &resps.cap);

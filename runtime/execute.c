@@ -76,6 +76,14 @@ double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r) {
   return f;
 }
 
+void hvds__post_scale(const hvds_pset_t* s, const hvds_response_t* r, void* buf, size_t count,
+                      hvds_dtype_t dtype) {
+  if (r->reduce_op == HVDS_AVERAGE && r->postscale == 1.0)
+    hvds__divide(buf, count, dtype, s->n);
+  else
+    hvds__scale(buf, count, dtype, hvds__post_factor(s, r));
+}
+
 void hvds__tl_start(hvds_runtime_t* rt, const hvds_response_t* r, const char* args) {
   if (!rt->timeline) return;
   for (int32_t i = 0; i < r->nnames; i++)
@@ -166,9 +174,8 @@ static hvds_result_t allreduce_pieces(const hvds_backend_t* be, hvds_pset_t* s, 
   hvds__tl_activity(rt, r, NULL);
   if (pc != stack) free(pc);
   if (rc != HVDS_SUCCESS) return rc;
-  double post = hvds__post_factor(s, r);
   for (int32_t i = 0; i < x->n; i++)
-    if (x->entries[i]) hvds__scale(x->entries[i]->output.data, (size_t)r->sizes[i], dt, post);
+    if (x->entries[i]) hvds__post_scale(s, r, x->entries[i]->output.data, (size_t)r->sizes[i], dt);
   hvds__tl_end(rt, r, x);
   finish_all(rt, x, HVDS_SUCCESS, NULL);
   return HVDS_SUCCESS;
@@ -240,7 +247,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
                             : be->allreduce(s, buf, total, (hvds_dtype_t)r->dtype, op, &o);
   hvds__tl_activity(rt, r, NULL);
   if (rc != HVDS_SUCCESS) return rc;
-  hvds__scale(buf, total, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
+  hvds__post_scale(s, r, buf, total, (hvds_dtype_t)r->dtype);
   if (!single) {
     hvds__tl_activity(rt, r, "MEMCPY_OUT_FUSION_BUFFER");
     size_t off = 0;

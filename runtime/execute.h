@@ -32,6 +32,11 @@ void hvds__fusion_buffer_free(hvds_runtime_t* rt);
 void* hvds__fusion_buffer(hvds_runtime_t* rt, size_t bytes);
 /* Scale factor to apply after reducing (Average divides by the set size). */
 double hvds__post_factor(const hvds_pset_t* s, const hvds_response_t* r);
+/* Applies r's post-reduction scaling to count elements of dtype at buf: Average without a
+ * postscale factor divides by the set size (an average of equal values is then exact, as the
+ * frameworks' own x * n / n), anything else multiplies by hvds__post_factor. */
+void hvds__post_scale(const hvds_pset_t* s, const hvds_response_t* r, void* buf, size_t count,
+                      hvds_dtype_t dtype);
 /* Ring segment for an allreduce of bytes over nranks: the knob, else about a quarter block. */
 size_t hvds__ring_chunk(hvds_runtime_t* rt, size_t bytes, int nranks);
 /* Timeline helpers: no-ops unless this rank writes a timeline. */

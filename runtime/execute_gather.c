@@ -196,7 +196,7 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   char* out = hvds__entry_alloc_output(e, r->nextra > 0 ? r->nextra : 1, shape, mine * esz);
   if (out) {
     memcpy(out, buf + my_off * esz, mine * esz);
-    hvds__scale(out, mine, (hvds_dtype_t)r->dtype, hvds__post_factor(s, r));
+    hvds__post_scale(s, r, out, mine, (hvds_dtype_t)r->dtype);
   }
   free(counts);
   hvds__tl_end(rt, r, x);

@@ -495,7 +495,7 @@ static hvds_result_t detect_dense(hvds_runtime_t* rt, job_t* j, hvds_exec_t* x) 
   size_t rb = hvds__sparse_row_bytes(&j->lay);
   j->st.measured_s = j->t1 - j->t0;
   learn(j, j->st.max_nnz, hvds__sparse_nonzero_rows(buf, j->lay.dim, rb));
-  hvds__scale(buf, n, j->lay.dtype, hvds__post_factor(s, r));
+  hvds__post_scale(s, r, buf, n, j->lay.dtype);
   j->st.total_nnz = -1;  // not exchanged on this path
   j->st.result_nnz = -1;
   report(rt, j);

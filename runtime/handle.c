@@ -88,6 +88,7 @@ static int complete_locked(hvds_runtime_t* rt, hvds_handle_rec_t* h, hvds_result
   }
   if (--h->remaining > 0) return 0;
   h->done = 1;
+  rt->last_completion = hvds__now();
   if (h->released) {
     drop_slot_locked(rt, h);
     record_free(h);
@@ -115,6 +116,7 @@ void hvds__handle_complete(hvds_runtime_t* rt, hvds_handle_rec_t* h, hvds_result
   }
   if (--h->remaining <= 0) {
     h->done = 1;
+    rt->last_completion = hvds__now();
     if (h->released) {
       drop_slot_locked(rt, h);
       record_free(h);
@@ -169,8 +171,36 @@ static int run_cycles_while_pending(hvds_runtime_t* rt, hvds_handle_t id, double
   }
 }
 
+/* A binding's wait returns every slice to see Ctrl-C: a wait starting within this many
+ * seconds of the last one's end continues it. */
+#define WAIT_SLICE_GAP_S 0.1
+
+static hvds_result_t wait_for(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms);
+
 hvds_result_t hvds__wait(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms) {
   if (hvds__forked_copy(rt)) return hvds__forked_error(rt, "synchronize");  // no coordinator here
+  if (timeout_ms == 0) return wait_for(rt, id, 0);
+  pthread_mutex_lock(&rt->hmu);
+  double now = hvds__now();
+  if (rt->waiters++ == 0 && now - rt->wait_end >= WAIT_SLICE_GAP_S) rt->blocked_since = now;
+  pthread_mutex_unlock(&rt->hmu);
+  hvds_result_t r = wait_for(rt, id, timeout_ms);
+  pthread_mutex_lock(&rt->hmu);
+  rt->waiters--;
+  rt->wait_end = hvds__now();
+  pthread_mutex_unlock(&rt->hmu);
+  return r;
+}
+
+double hvds__stuck_seconds(hvds_runtime_t* rt, double now) {
+  pthread_mutex_lock(&rt->hmu);
+  int blocked = rt->waiters > 0 || now - rt->wait_end < WAIT_SLICE_GAP_S;
+  double since = rt->last_completion > rt->blocked_since ? rt->last_completion : rt->blocked_since;
+  pthread_mutex_unlock(&rt->hmu);
+  return blocked && now > since ? now - since : 0.0;
+}
+
+static hvds_result_t wait_for(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms) {
   if (timeout_ms != 0)
     hvds__served_itself =
         run_cycles_while_pending(rt, id, timeout_ms < 0 ? -1.0 : hvds__now() + timeout_ms / 1000.0);

@@ -9,6 +9,9 @@
 extern "C" {
 #endif
 
+/* Seconds this process has been blocked in hvds_wait() with no operation finishing; 0 when no
+ * thread waits. */
+double hvds__stuck_seconds(hvds_runtime_t* rt, double now);
 /* Creates a pending handle for n entries. Returns NULL when out of memory. */
 hvds_handle_rec_t* hvds__handle_create(hvds_runtime_t* rt, int32_t n);
 /* Marks one entry done. The first failure's status and message win. Frees the record when the

@@ -74,6 +74,8 @@ void hvds__instance_configure(hvds_runtime_t* rt) {
   rt->ring_chunk_bytes = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
   rt->stall_check_s = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
   rt->stall_check_disabled = hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE) > 0;
+  rt->deadlock_s = hvds__param_dbl(HVDS_PARAM_DEADLOCK_SHUTDOWN_SECONDS);
+  rt->last_completion = hvds__now();
   rt->idle_sleep_cycles = (int)hvds__param_int(HVDS_PARAM_IDLE_SLEEP_CYCLES);
   rt->idle_cycles = 0;
   rt->world_epoch = 0;

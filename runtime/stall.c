@@ -33,9 +33,49 @@ static size_t describe(hvds_pset_t* s, double now, double limit, char* out, size
   return off;
 }
 
+/* Fails the tensor in table slot i everywhere: the ranks that submitted it get msg. */
+static void fail_record(hvds_pset_t* s, size_t i, const char* msg, hvds_response_t** resps,
+                        int32_t* nresps, int32_t* cap) {
+  hvds_table_rec_t* rec = s->table.slots[i].value;
+  hvds_response_t* r = hvds__resp_push(resps, nresps, cap);
+  if (r == NULL) return;
+  r->type = HVDS_MSG_ERROR;
+  hvds__response_add_name(r, s->table.slots[i].key);
+  r->error = strdup(msg);
+  for (int32_t k = 0; k < s->n; k++) hvds__request_free(&rec->reqs[k]);
+  free(rec->reqs);
+  free(rec);
+  hvds__name_map_remove(&s->table, s->table.slots[i].key);
+}
+
+/* Every rank waits for tensors that only some ranks submitted and nothing finishes anywhere:
+ * no rank is left to submit the rest, so every waiting tensor fails now. */
+static void end_deadlock(hvds_pset_t* s, double now, hvds_response_t** resps, int32_t* nresps,
+                         int32_t* cap) {
+  char msg[8192];
+  size_t off = (size_t)snprintf(
+      msg, sizeof(msg),
+      "Deadlock: every rank of process set %d has waited more than %d seconds for tensors that "
+      "other ranks have not submitted, and no operation is finishing on any rank. Missing "
+      "ranks:\n",
+      s->id, (int)s->rt->deadlock_s);
+  off += describe(s, now, 0.0, msg + off, sizeof(msg) - off);
+  if (off < sizeof(msg))
+    snprintf(msg + off, sizeof(msg) - off,
+             "HVDSPARSE_DEADLOCK_SHUTDOWN_SECONDS sets this time (0 waits forever).");
+  HVDS_ERROR("%s", msg);
+  for (size_t i = 0; i < s->table.cap; i++)
+    if (hvds__name_map_live(&s->table, i)) fail_record(s, i, msg, resps, nresps, cap);
+}
+
 void hvds__stall_check(hvds_pset_t* s, hvds_response_t** resps, int32_t* nresps, int32_t* cap) {
-  if (hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE) > 0 || s->table.count == 0) return;
+  if (s->table.count == 0) return;
   double now = hvds__now();
+  if (s->all_stuck) {
+    end_deadlock(s, now, resps, nresps, cap);
+    return;
+  }
+  if (hvds__param_int(HVDS_PARAM_STALL_CHECK_DISABLE) > 0) return;
   double warn = hvds__param_dbl(HVDS_PARAM_STALL_CHECK_TIME_SECONDS);
   double stop = hvds__param_dbl(HVDS_PARAM_STALL_SHUTDOWN_TIME_SECONDS);
   if (stop > 0 && stop < warn) stop = warn;
@@ -71,16 +111,6 @@ void hvds__stall_check(hvds_pset_t* s, hvds_response_t** resps, int32_t* nresps,
     hvds_table_rec_t* rec = s->table.slots[i].value;
     double age = now - rec->first_seen;
     if (age >= warn) rec->warned = 1;
-    if (!(stop > 0 && age >= stop)) continue;
-    /* Fail this tensor everywhere: the ranks that submitted it get the error. */
-    hvds_response_t* r = hvds__resp_push(resps, nresps, cap);
-    if (r == NULL) return;
-    r->type = HVDS_MSG_ERROR;
-    hvds__response_add_name(r, s->table.slots[i].key);
-    r->error = strdup(msg);
-    for (int32_t k = 0; k < s->n; k++) hvds__request_free(&rec->reqs[k]);
-    free(rec->reqs);
-    free(rec);
-    hvds__name_map_remove(&s->table, s->table.slots[i].key);
+    if (stop > 0 && age >= stop) fail_record(s, i, msg, resps, nresps, cap);
   }
 }

@@ -120,6 +120,7 @@ typedef struct hvds_pset {
   int32_t last_joined;
   double last_stall_check;
   int busy_anywhere;          /* coord: some member had work in the last cycle */
+  int all_stuck;              /* coord: every member was stuck (stall.h) in the last cycle */
   uint64_t slow_rounds;       /* coord: cycles that took the slow path (requests to rank 0) */
   uint64_t cache_hits;        /* coord: tensors the fast path ran from the response cache */
 } hvds_pset_t;
@@ -176,6 +177,11 @@ typedef struct hvds_runtime {
 
   pthread_mutex_t hmu;           /* guards the handle table and every handle record */
   pthread_cond_t hcv;            /* broadcast on every completion */
+  int waiters;                   /* hmu: threads blocked in hvds_wait() */
+  double wait_end;               /* hmu: when a blocking wait last returned */
+  double blocked_since;          /* hmu: when this process last started to wait */
+  double last_completion;        /* hmu: when an operation of this process last finished */
+  double deadlock_s;             /* init: stuck seconds that end a deadlock; 0 never (stall.h) */
   hvds_handle_rec_t** handles;   /* slot table; id = generation << 32 | (slot + 1) */
   uint32_t* handle_gen;
   size_t handle_cap;

@@ -52,6 +52,13 @@ static int copy_shape(hvds_response_t* out, const hvds_request_t* a) {
 }
 
 /* Builds the response for a ready name and drops its record. */
+/* The first rank's request in rec, or NULL when none has asked. */
+static const hvds_request_t* first_request(const hvds_table_rec_t* rec, int32_t n) {
+  for (int32_t r = 0; r < n; r++)
+    if (rec->reqs[r].name) return &rec->reqs[r];
+  return NULL;
+}
+
 static hvds_result_t construct(hvds_pset_t* s, const char* name, hvds_response_t** resps,
                                int32_t* nresps, int32_t* cap) {
   hvds_runtime_t* rt = s->rt;
@@ -64,9 +71,7 @@ static hvds_result_t construct(hvds_pset_t* s, const char* name, hvds_response_t
     return HVDS_SYSTEM_ERROR;
   }
   char err[1024];
-  const hvds_request_t* a = NULL;
-  for (int32_t r = 0; r < s->n && a == NULL; r++)
-    if (rec->reqs[r].name) a = &rec->reqs[r];
+  const hvds_request_t* a = first_request(rec, s->n);
   int bad = hvds__validate_requests(s, rec, err, sizeof(err)) != 0;
   out->type = bad ? HVDS_MSG_ERROR : a->type;
   out->dtype = a->dtype;
@@ -164,7 +169,12 @@ hvds_result_t hvds__table_finish(hvds_pset_t* s, hvds_response_t** resps, int32_
     for (size_t i = 0; i < s->table.cap; i++) {
       if (!hvds__name_map_live(&s->table, i)) continue;
       hvds_table_rec_t* rec = s->table.slots[i].value;
-      if (rec->count >= needed(s)) ready[k++] = strdup(s->table.slots[i].key);
+      /* An operation Join refuses fails now, from whichever ranks asked: the joined rank cannot
+       * take part before every rank joins, and unnamed operations of ranks that joined in a
+       * different order carry different names, so waiting for all of them could last forever. */
+      const hvds_request_t* any = first_request(rec, s->n);
+      if (rec->count >= needed(s) || (any && hvds__join_refuses(any->type)))
+        ready[k++] = strdup(s->table.slots[i].key);
     }
     qsort(ready, k, sizeof(char*), cmp_str);
     hvds_result_t rc = HVDS_SUCCESS;

@@ -140,6 +140,8 @@ static const char* join_refusal(int32_t type) {
   }
 }
 
+int hvds__join_refuses(int32_t type) { return join_refusal(type) != NULL; }
+
 /* What the first request alone can get wrong. */
 static int check_alone(const hvds_pset_t* s, const hvds_request_t* a, char* err, size_t len) {
   if (a->type == HVDS_MSG_SPARSE_ALLREDUCE) {

@@ -20,6 +20,9 @@ extern "C" {
 int hvds__validate_requests(const hvds_pset_t* s, const hvds_table_rec_t* rec, char* err,
                             size_t len);
 
+/* Whether an operation of this message type fails while a rank of its set has joined. */
+int hvds__join_refuses(int32_t type);
+
 #ifdef __cplusplus
 }
 #endif

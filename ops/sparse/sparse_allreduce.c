@@ -230,7 +230,7 @@ static hvds_result_t finish(hvds_sparse_ctx_t* c, hvds_sstream_t* out) {
   // Before Average (integers may truncate to 0) and before quantization (values may round to 0).
   res->union_nnz = c->union_rows >= 0 ? (size_t)c->union_rows : hvds__sstream_nonzero(lay, out);
   if (c->op == HVDS_AVERAGE && c->p->size > 1 && out->n > 0)
-    hvds__scale(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, 1.0 / c->p->size);
+    hvds__divide(hvds__sstream_val(lay, out), out->n * lay->row, lay->dtype, c->p->size);
   if (res->dense_out != NULL) {
     if (lay->dim > 0 && !in_place) hvds__sstream_to_dense(lay, out, res->dense_out);
     hvds__sstream_free(out);

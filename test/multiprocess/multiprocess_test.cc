@@ -116,6 +116,14 @@ TEST(Stall, WarningNamesMissingRankThenFails) {
   EXPECT_NE(r.output.find("1: [lonely]"), std::string::npos) << r.output;
 }
 
+// Every rank waiting on what no other rank submits ends with an error after the deadlock time,
+// naming the missing ranks and tensors; a rank that is merely slow does not.
+TEST(Stall, DeadlockEndsEveryWaitButASlowRankDoesNot) {
+  RunResult r = RunScenario(3, "deadlock", {"HVDSPARSE_DEADLOCK_SHUTDOWN_SECONDS=3"}, 120);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "PASS deadlock rank"), 3) << r.output;
+}
+
 // Speed is a benchmark's business (bench/fusion_step.sh reports the step against one allreduce);
 // this test checks that the thousand tensors are right and travel fused.
 TEST(Fusion, ThousandSmallTensorsTravelFused) {

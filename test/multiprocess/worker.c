@@ -12,6 +12,7 @@
 #include "../common/worker_check.h"
 #include "../common/worker_tensors.h"
 #include "hvdsparse.h"
+#include "worker_deadlock.h"
 #include "worker_lane.h"
 #include "worker_wake.h"
 
@@ -609,6 +610,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "stall")) scenario_stall();
   else if (!strcmp(s, "lane")) scenario_lane(rank_, size_);
   else if (!strcmp(s, "wake")) scenario_wake(rank_, size_);
+  else if (!strcmp(s, "deadlock"))
+    scenario_deadlock(rank_, size_);
   else FAIL("unknown scenario %s", s);
   CHECK_OK(hvds_shutdown());
   printf("PASS %s rank %d of %d\n", s, rank_, size_);

@@ -265,6 +265,26 @@ TEST(Scale, FloatsAndBool) {
   EXPECT_EQ(b[1], 0);
 }
 
+TEST(Divide, FloatsDivideExactlyIntegersScaleLikeHorovod) {
+  // An average of equal values is exact: (x * 3) / 3 == x, where x * (1/3 as float) is not.
+  float x = 0.1f, f = x * 3.0f;
+  ASSERT_EQ(hvds__divide(&f, 1, HVDS_FLOAT32, 3), HVDS_SUCCESS);
+  EXPECT_EQ(f, (x * 3.0f) / 3.0f);
+  double d = 7.0;
+  ASSERT_EQ(hvds__divide(&d, 1, HVDS_FLOAT64, 3), HVDS_SUCCESS);
+  EXPECT_EQ(d, 7.0 / 3.0);
+  uint16_t h = hvds__float_to_half(5), bf = hvds__float_to_bf16(5);
+  ASSERT_EQ(hvds__divide(&h, 1, HVDS_FLOAT16, 3), HVDS_SUCCESS);
+  ASSERT_EQ(hvds__divide(&bf, 1, HVDS_BFLOAT16, 3), HVDS_SUCCESS);
+  EXPECT_EQ(h, hvds__float_to_half(5.0f / 3.0f));
+  EXPECT_EQ(bf, hvds__float_to_bf16(5.0f / 3.0f));
+  int32_t i[2] = {7, -7};  // truncated toward zero, as hvds__scale by 1/2
+  ASSERT_EQ(hvds__divide(i, 2, HVDS_INT32, 2), HVDS_SUCCESS);
+  EXPECT_EQ(i[0], 3);
+  EXPECT_EQ(i[1], -3);
+  EXPECT_EQ(hvds__divide(&d, 1, HVDS_FLOAT64, 0), HVDS_NOT_SUPPORTED);
+}
+
 TEST(Scale, FactorOneIsANoOp) {
   float f = NAN;
   ASSERT_EQ(hvds__scale(&f, 1, HVDS_FLOAT32, 1.0), HVDS_SUCCESS);

@@ -210,13 +210,14 @@ def test_adasum_adds_orthogonal_and_averages_parallel_gradients(mode):
     np.testing.assert_allclose(got.numpy(), same.numpy(), rtol=1e-6)
 
 
-def test_average_scales_float32_as_horovod_cpu():
-    """Average multiplies the float32 sum by 1/size rounded to float32, as Horovod's CPU
-    ScaleBuffer (one ulp off (x * 3) / 3 at np 3; docs/tensorflow.md)."""
+def test_average_of_equal_float32_values_is_exact():
+    """Average divides the float32 sum by the size, so the average of equal values is
+    TensorFlow's own (x * n) / n bit for bit (Horovod's tests compare it with threshold 0)."""
     n = hvd.size()
     x = (np.arange(1, 257, dtype=np.float32) / np.float32(7)).astype(np.float32)
     total = x.copy()
     for _ in range(n - 1):
         total = total + x
     y = hvd.allreduce(tf.constant(x), op=hvd.Average)
-    np.testing.assert_array_equal(y.numpy(), total * np.float32(1.0 / n))
+    np.testing.assert_array_equal(y.numpy(), (x * np.float32(n)) / np.float32(n))
+    np.testing.assert_array_equal(y.numpy(), total / np.float32(n))

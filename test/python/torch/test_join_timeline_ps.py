@@ -31,6 +31,21 @@ def test_broadcast_while_a_rank_joined_raises_and_join_takes_a_device_id():
     assert last != 0
 
 
+def test_unnamed_allgathers_while_ranks_take_turns_joining_raise_instead_of_hanging():
+    """Each rank joins first in turn while the others allgather without a name: the automatic
+    names then differ between ranks (each counts its own unnamed operations), so the refusal
+    must come without waiting for every rank's request."""
+    for first in range(hvd.size()):
+        if hvd.rank() == first:
+            last = hvd.join()
+        else:
+            with pytest.raises(RuntimeError, match="Allgather is not supported with Join"):
+                hvd.allgather(torch.ones(2, 3))
+            last = hvd.join()
+        assert last != first
+        assert hvd.allgather_object(last) == [last] * hvd.size()
+
+
 def test_barrier_and_multiple_collectives():
     handles = [hvd.allreduce_async(torch.ones(3), name="bm%d" % i) for i in range(3)]
     hvd.barrier()
