@@ -143,7 +143,8 @@ static hvds_result_t knob_value(knob_kind_t kind, const char* text, char* buf, s
       snprintf(buf, buflen, "%s", text);
       return HVDS_SUCCESS;
     case K_BIND:  // docs/hierarchy.md
-      if (strcmp(text, "core") != 0 && strcmp(text, "numa") != 0 && strcmp(text, "none") != 0)
+      if (strcmp(text, "core") != 0 && strcmp(text, "numa") != 0 && strcmp(text, "none") != 0 &&
+          strcmp(text, "auto") != 0)
         return HVDS_INVALID_ARGUMENT;
       snprintf(buf, buflen, "%s", text);
       return HVDS_SUCCESS;
@@ -539,7 +540,8 @@ void hvds__run_args_usage(FILE* f) {
       "  --hierarchical-allreduce, --no-hierarchical-allreduce, --timeline-filename F,\n"
       "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
       "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
-      "  --log-without-timestamp, --bind-to core|numa|none (each worker to its share of the host)\n"
+      "  --log-without-timestamp, --bind-to auto|core|numa|none (each worker to its share of\n"
+      "  the host; auto, the default: core when every local rank gets a core of its own)\n"
       "\n"
       "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
       "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"

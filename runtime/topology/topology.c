@@ -203,16 +203,44 @@ void hvds__topo_print(const hvds_topo_t* t, int local_size, FILE* f) {
   }
 }
 
+/* Set once "auto" bound this process: a later init (elastic) may move that binding. */
+static int bound_here;
+
+/* "auto" binds like "core" only where every local rank gets a core of its own and nobody else
+ * (mpirun, taskset, numactl, Slurm) has bound this process already: the ranks' threads then
+ * never share a core with another rank's busy waits, which decides whether a small allreduce
+ * takes microseconds or a scheduler slice. */
+static int auto_binds(const hvds_topo_t* t, int local_size) {
+  if (local_size < 2) return 0;
+  hwloc_obj_type_t type =
+      hwloc_get_nbobjs_by_type(t->t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  if (hwloc_get_nbobjs_by_type(t->t, type) < local_size) return 0;
+  if (bound_here) return 1;
+  hwloc_bitmap_t now = hwloc_bitmap_alloc();
+  int whole = now != NULL && hwloc_get_cpubind(t->t, now, HWLOC_CPUBIND_PROCESS) == 0 &&
+              hwloc_bitmap_isincluded(hwloc_topology_get_topology_cpuset(t->t), now);
+  hwloc_bitmap_free(now);
+  return whole;
+}
+
 hvds_result_t hvds__topo_bind_self(const char* mode, int local_rank, int local_size, char* err,
                                    size_t errlen) {
   if (mode == NULL || mode[0] == '\0' || strcmp(mode, "none") == 0) return HVDS_SUCCESS;
-  if (strcmp(mode, "core") != 0 && strcmp(mode, "numa") != 0) {
-    snprintf(err, errlen, "unknown binding '%s' (core, numa or none)", mode);
+  int automatic = strcmp(mode, "auto") == 0;
+  if (strcmp(mode, "core") != 0 && strcmp(mode, "numa") != 0 && !automatic) {
+    snprintf(err, errlen, "unknown binding '%s' (auto, core, numa or none)", mode);
     return HVDS_INVALID_ARGUMENT;
   }
   hvds_topo_t* t = NULL;
   hvds_result_t rc = hvds__topo_load(NULL, 0, &t, err, errlen);
-  if (rc != HVDS_SUCCESS) return rc;
+  if (rc != HVDS_SUCCESS) return automatic ? HVDS_SUCCESS : rc;
+  if (automatic) {
+    if (!auto_binds(t, local_size)) {
+      hvds__topo_free(t);
+      return HVDS_SUCCESS;
+    }
+    mode = "core";
+  }
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
   if (set == NULL || rank_cpuset(t, mode, local_rank, local_size, set) != 0 ||
       hwloc_bitmap_iszero(set)) {
@@ -221,10 +249,12 @@ hvds_result_t hvds__topo_bind_self(const char* mode, int local_rank, int local_s
   } else if (hwloc_set_cpubind(t->t, set, HWLOC_CPUBIND_PROCESS) != 0) {
     snprintf(err, errlen, "hwloc_set_cpubind failed");
     rc = HVDS_SYSTEM_ERROR;
+  } else {
+    bound_here = automatic;
   }
   hwloc_bitmap_free(set);
   hvds__topo_free(t);
-  return rc;
+  return automatic ? HVDS_SUCCESS : rc; /* auto is an optimisation: unbound is still right */
 }
 
 #else /* no hwloc: nothing to report, and binding is refused */
@@ -267,6 +297,7 @@ void hvds__topo_print(const hvds_topo_t* t, int local_size, FILE* f) {
 hvds_result_t hvds__topo_bind_self(const char* mode, int local_rank, int local_size, char* err,
                                    size_t errlen) {
   if (mode == NULL || mode[0] == '\0' || strcmp(mode, "none") == 0) return HVDS_SUCCESS;
+  if (strcmp(mode, "auto") == 0) return HVDS_SUCCESS; /* nothing to know the cores by */
   snprintf(err, errlen, "this build has no hwloc");
   return HVDS_NOT_SUPPORTED;
 }

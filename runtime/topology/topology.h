@@ -57,7 +57,8 @@ int hvds__topo_gpu_for_rank(const hvds_topo_t* t, int local_rank, int local_size
 void hvds__topo_print(const hvds_topo_t* t, int local_size, FILE* f);
 
 /* Binds this process (every thread) to local_rank's share under mode ("core", "numa"; NULL,
- * "" or "none": nothing). On failure leaves the binding alone and writes err. */
+ * "" or "none": nothing; "auto": "core" when every local rank gets a core and the process is
+ * not bound already, else nothing). On failure leaves the binding alone and writes err. */
 hvds_result_t hvds__topo_bind_self(const char* mode, int local_rank, int local_size, char* err,
                                    size_t errlen);
 

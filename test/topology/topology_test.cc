@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -213,6 +215,63 @@ TEST(TopoBind, ThisMachine) {
     if (CPU_ISSET(i, &after)) got += (got.empty() ? "" : ",") + std::to_string(i);
   EXPECT_EQ(got, want);  // one core of one PU here; a list of one
   ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
+}
+
+// "auto" in a child process each (the binding and the module's memory of it stay there): it
+// binds like "core" when every local rank gets a core and the process is unbound; it leaves the
+// process alone when the ranks outnumber the cores or someone else bound it already.
+int CpusAfterAutoBind(int local_rank, int local_size, int pre_bind_cpu) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (pre_bind_cpu >= 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(pre_bind_cpu, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) _exit(200);
+    }
+    char err[256] = "";
+    if (hvds__topo_bind_self("auto", local_rank, local_size, err, sizeof err) != HVDS_SUCCESS)
+      _exit(201);
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof now, &now) != 0) _exit(202);
+    int first = -1;
+    for (int i = 0; i < CPU_SETSIZE && first < 0; i++)
+      if (CPU_ISSET(i, &now)) first = i;
+    _exit(CPU_COUNT(&now) * 16 + first);  // count and first CPU, both small here
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(TopoBind, AutoBindsOnlyWhereEveryRankGetsACoreAndNothingElseBound) {
+  if (!hvds__topo_available()) GTEST_SKIP() << "built without hwloc";
+  char err[256] = "";
+  hvds_topo_t* t = nullptr;
+  ASSERT_EQ(hvds__topo_load(nullptr, 0, &t, err, sizeof err), HVDS_SUCCESS) << err;
+  hvds_topo_counts_t c;
+  hvds__topo_counts(t, &c);
+  char want[128] = "";
+  int last = c.cores - 1;
+  ASSERT_EQ(hvds__topo_rank_cpus(t, "core", last, c.cores, want, sizeof want), HVDS_SUCCESS);
+  hvds__topo_free(t);
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int all = CPU_COUNT(&mine);
+  ASSERT_LT(all, 16) << "the exit-code encoding assumes a small machine";
+  // More local ranks than cores: left alone.
+  EXPECT_EQ(CpusAfterAutoBind(0, c.cores + 1, -1) / 16, all);
+  // One rank: nothing to separate.
+  EXPECT_EQ(CpusAfterAutoBind(0, 1, -1) / 16, all);
+  if (c.cores >= 2 && c.cores == c.pus) {
+    // One core each: the last rank gets the last core, as "core" gives it.
+    int got = CpusAfterAutoBind(last, c.cores, -1);
+    EXPECT_EQ(got / 16, 1);
+    EXPECT_EQ(std::to_string(got % 16), std::string(want));
+    // Bound by someone else (mpirun, taskset): kept as it is.
+    got = CpusAfterAutoBind(last, c.cores, 0);
+    EXPECT_EQ(got, 16 + 0);
+  }
 }
 
 }  // namespace
