@@ -63,6 +63,8 @@ bench: build
 	$(PY) bench/suite/run.py --build $(BUILD) $(BENCH_OUT) \
 	  $(if $(BENCH_HOROVOD_PYTHON),--horovod-python $(BENCH_HOROVOD_PYTHON)) $(BENCH_ARGS)
 	$(if $(BENCH_QUICK),,bench/fusion_step.sh $(BUILD) 5)
+	$(if $(BENCH_QUICK),,$(PY) bench/allreduce_stability.py --build $(BUILD) --np 2,4 \
+	  --sizes 64K,1M,16M,256M --runs 8 --max-seconds 5)
 
 # HWLOC_COMPONENTS=-pci: hwloc's PCI plugin leaks a few allocations of libpciaccess and is unloaded
 # before LeakSanitizer reports, so the leak cannot be suppressed by name; the tests read no PCI
