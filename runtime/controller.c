@@ -197,7 +197,8 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   hvds_runtime_t* rt = s->rt;
   double stall = rt->stall_check_s;
   double now = hvds__now();
-  double stuck = rt->deadlock_s > 0 ? hvds__stuck_seconds(rt, now) : 0.0;
+  /* Only a rank with work pending can be stuck: idle cycles skip the handle lock. */
+  double stuck = rt->deadlock_s > 0 && s->pending.count > 0 ? hvds__stuck_seconds(rt, now) : 0.0;
   /* Halfway to a deadlock, cached tensors go through rank 0 too, so that it can fail them. */
   int via_rank0 = rt->deadlock_s > 0 && stuck >= rt->deadlock_s / 2;
   int uncached = 0, invalid = 0;

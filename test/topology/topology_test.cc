@@ -245,8 +245,13 @@ int CpusAfterAutoBind(int local_rank, int local_size, int pre_bind_cpu) {
 }
 
 TEST(TopoBind, AutoBindsOnlyWhereEveryRankGetsACoreAndNothingElseBound) {
-  if (!hvds__topo_available()) GTEST_SKIP() << "built without hwloc";
   char err[256] = "";
+  if (!hvds__topo_available()) {  // nothing to know the cores by: auto leaves the process alone
+    cpu_set_t mine;
+    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+    EXPECT_EQ(CpusAfterAutoBind(0, 2, -1) / 16, CPU_COUNT(&mine));
+    return;
+  }
   hvds_topo_t* t = nullptr;
   ASSERT_EQ(hvds__topo_load(nullptr, 0, &t, err, sizeof err), HVDS_SUCCESS) << err;
   hvds_topo_counts_t c;
