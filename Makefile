@@ -50,12 +50,16 @@ demo: build
 
 # The benchmark suite (bench/suite/run.py, docs/benchmarks.md): dense allreduce of hvdsparse next
 # to Gloo, Open MPI, torch.distributed (gloo) and Horovod (with BENCH_HOROVOD_PYTHON, a Python that
-# imports horovod.torch), on loopback and on namespace hosts with shaped links (needs root; about
-# an hour). It rewrites docs/benchmarks.md and docs/benchmarks/. BENCH_QUICK=1: 2 runs, fewer sizes,
+# imports horovod.torch, from bench/peers/build_horovod.sh), on loopback and on namespace hosts
+# with shaped links (needs root; about an hour). With BENCH_HOROVOD_PYTHON it also trains the same
+# scripts under Horovod and hvdsparse (bench/horovod_compare.py), Keras fit too with
+# BENCH_HOROVOD_TF_PYTHON (bench/peers/build_horovod.sh tensorflow). It rewrites docs/benchmarks.md and docs/benchmarks/. BENCH_QUICK=1: 2 runs, fewer sizes,
 # loopback np 4 and 4 hosts at 1 Gbit/s only, written to $(BUILD)/bench-quick, docs untouched
 # (a few minutes). BENCH_ARGS adds options (e.g. --scenarios loopback,4x1gbit).
 BENCH_QUICK ?=
 BENCH_HOROVOD_PYTHON ?=
+BENCH_HOROVOD_TF_PYTHON ?=
+comma := ,
 BENCH_ARGS ?=
 BENCH_OUT = $(if $(BENCH_QUICK),--quick --out $(BUILD)/bench-quick,--out docs/benchmarks --doc docs/benchmarks.md)
 
@@ -64,7 +68,10 @@ bench: build
 	  $(if $(BENCH_HOROVOD_PYTHON),--horovod-python $(BENCH_HOROVOD_PYTHON)) $(BENCH_ARGS)
 	$(if $(BENCH_QUICK),,bench/fusion_step.sh $(BUILD) 5)
 	$(if $(BENCH_QUICK),,$(PY) bench/allreduce_stability.py --build $(BUILD) --np 2,4 \
-	  --sizes 64K,1M,16M,256M --runs 8 --max-seconds 5)
+	  --sizes 64K,256K,1M,4M,16M,64M,256M --runs 8 --max-seconds 5)
+	$(if $(BENCH_HOROVOD_PYTHON),$(PY) bench/horovod_compare.py --build $(BUILD) \
+	  --horovod-python $(BENCH_HOROVOD_PYTHON) --workloads synthetic$(comma)embedding$(if \
+	  $(BENCH_HOROVOD_TF_PYTHON),$(comma)keras --horovod-tf-python $(BENCH_HOROVOD_TF_PYTHON)))
 
 # HWLOC_COMPONENTS=-pci: hwloc's PCI plugin leaks a few allocations of libpciaccess and is unloaded
 # before LeakSanitizer reports, so the leak cannot be suppressed by name; the tests read no PCI

@@ -289,7 +289,9 @@ static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_coll_piece_t* p
   if (count == 0) return HVDS_SUCCESS;
   shm_t* s = (shm_t*)p->impl;
   if ((rc = hvds__shm_check_remote(s)) != HVDS_SUCCESS) return rc;
-  s->wait_poll_us = agree ? s->poll_us : s->coll_poll_us;
+  // A negotiation is a handful of bytes: with more ranks than cores its waits poll (yielding)
+  // like the collective's, since a futex sleep per cycle costs each rank a scheduler round trip.
+  s->wait_poll_us = agree && !s->yield ? s->poll_us : s->coll_poll_us;
   pieces_t L = {pieces, npieces};
   size_t per_round = s->coll_bytes / 2 / esz;
   for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {

@@ -3,24 +3,39 @@
     hvdsparse run -np 2 python3 keras_synthetic_train.py --global-batch 64
 
 Every rank trains on its slice of each global batch; with the same --global-batch the final
-loss matches a single-process run."""
+loss matches a single-process run.
+
+--horovod imports horovod.tensorflow.keras instead and trains with tf.keras under
+TF_USE_LEGACY_KERAS=1 (tf_keras), to run the same script under Horovod 0.28.1 itself (which
+predates Keras 3) or under hvdsparse's Horovod alias (horovodrun)."""
 import argparse
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+if "--horovod" in sys.argv:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-import hvdsparse.tensorflow.keras as hvd  # noqa: E402
+if "--horovod" in sys.argv:
+    import tensorflow as tf  # noqa: E402
+
+    import horovod.tensorflow.keras as hvd  # noqa: E402
+    keras = tf.keras
+else:
+    import keras  # noqa: E402
+
+    import hvdsparse.tensorflow.keras as hvd  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--global-batch", type=int, default=64)
 p.add_argument("--epochs", type=int, default=5)
 p.add_argument("--samples", type=int, default=4096)
 p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--horovod", action="store_true", help="import horovod.tensorflow.keras (see above)")
 p.add_argument("--warmup-epochs", type=int, default=0,
                help="LearningRateWarmupCallback epochs (0: off; it ramps from lr/size, so a "
                     "run with warmup differs from a single-process run by design)")
