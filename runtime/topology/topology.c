@@ -206,15 +206,19 @@ void hvds__topo_print(const hvds_topo_t* t, int local_size, FILE* f) {
 /* Set once "auto" bound this process: a later init (elastic) may move that binding. */
 static int bound_here;
 
-/* "auto" binds like "core" only where every local rank gets a core of its own and nobody else
- * (mpirun, taskset, numactl, Slurm) has bound this process already: the ranks' threads then
- * never share a core with another rank's busy waits, which decides whether a small allreduce
- * takes microseconds or a scheduler slice. */
+/* "auto" binds like "core" where the local ranks spread evenly over the cores (a core each, or
+ * the same number on every core when they outnumber them) and nobody else (mpirun, taskset,
+ * numactl, Slurm) has bound this process already: the ranks' threads then never share a core
+ * with another rank's busy waits, which decides whether a small allreduce takes microseconds
+ * or a scheduler slice, and ranks that must share cores keep the same partners all run long
+ * (np 4 on 2 cores, 256 KiB: 52-95 us against 69-891 unbound). An uneven count stays unbound:
+ * bound, the ranks of the fuller cores would compute slower than the scheduler lets them. */
 static int auto_binds(const hvds_topo_t* t, int local_size) {
   if (local_size < 2) return 0;
   hwloc_obj_type_t type =
       hwloc_get_nbobjs_by_type(t->t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-  if (hwloc_get_nbobjs_by_type(t->t, type) < local_size) return 0;
+  int cores = hwloc_get_nbobjs_by_type(t->t, type);
+  if (cores < local_size && (cores < 2 || local_size % cores != 0)) return 0;
   if (bound_here) return 1;
   hwloc_bitmap_t now = hwloc_bitmap_alloc();
   int whole = now != NULL && hwloc_get_cpubind(t->t, now, HWLOC_CPUBIND_PROCESS) == 0 &&

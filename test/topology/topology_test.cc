@@ -244,7 +244,7 @@ int CpusAfterAutoBind(int local_rank, int local_size, int pre_bind_cpu) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(TopoBind, AutoBindsOnlyWhereEveryRankGetsACoreAndNothingElseBound) {
+TEST(TopoBind, AutoBindsOnlyWhereTheRanksSpreadEvenlyAndNothingElseBound) {
   char err[256] = "";
   if (!hvds__topo_available()) {  // nothing to know the cores by: auto leaves the process alone
     cpu_set_t mine;
@@ -264,8 +264,10 @@ TEST(TopoBind, AutoBindsOnlyWhereEveryRankGetsACoreAndNothingElseBound) {
   ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
   int all = CPU_COUNT(&mine);
   ASSERT_LT(all, 16) << "the exit-code encoding assumes a small machine";
-  // More local ranks than cores: left alone.
-  EXPECT_EQ(CpusAfterAutoBind(0, c.cores + 1, -1) / 16, all);
+  // More local ranks than cores, not the same number on every core: left alone.
+  if (c.cores >= 2) {
+    EXPECT_EQ(CpusAfterAutoBind(0, c.cores + 1, -1) / 16, all);
+  }
   // One rank: nothing to separate.
   EXPECT_EQ(CpusAfterAutoBind(0, 1, -1) / 16, all);
   if (c.cores >= 2 && c.cores == c.pus) {
@@ -276,6 +278,12 @@ TEST(TopoBind, AutoBindsOnlyWhereEveryRankGetsACoreAndNothingElseBound) {
     // Bound by someone else (mpirun, taskset): kept as it is.
     got = CpusAfterAutoBind(last, c.cores, 0);
     EXPECT_EQ(got, 16 + 0);
+    // Twice as many ranks as cores: two on each core, rank r on core r % cores, as "core" does.
+    for (int r : {last, c.cores + 1}) {
+      got = CpusAfterAutoBind(r, 2 * c.cores, -1);
+      EXPECT_EQ(got / 16, 1) << "rank " << r;
+      EXPECT_EQ(got % 16, r % c.cores) << "rank " << r;
+    }
   }
 }
 
