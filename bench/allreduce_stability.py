@@ -9,8 +9,8 @@ over the iterations):
   hvdsparse-short the same with -n SHORT -w 0: the first SHORT operations after init
   mpi             `mpirun -np N mpi_allreduce_bench -n LONG -w WARM` (Open MPI's defaults: shared
                   memory, its own algorithm selection)
-and reports per point: each implementation's median over the rounds, hvdsparse's max/min over
-the rounds, short / long, and hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
+and reports per point: each implementation's median over the rounds, both max/min over the
+rounds, short / long, and hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
 
     python3 bench/allreduce_stability.py --build build --np 2,4 --sizes 64K,1M,16M --runs 8
 Writes OUT/stability_raw.csv (one row per job) and OUT/stability.md (the table).
@@ -42,6 +42,8 @@ def parse():
     p.add_argument("--max-seconds", type=float, default=20.0,
                    help="fewer long operations where LONG would take longer (large sizes)")
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--table-from", default=None,
+                   help="a stability_raw.csv of an earlier run: print its table, run nothing")
     return p.parse_args()
 
 
@@ -74,8 +76,39 @@ def long_iters(args, np_, size, probe_us):
     return max(args.short, min(args.long, int(args.max_seconds * 1e6 / probe_us)))
 
 
+def table(raw, short):
+    """The markdown table of one run's rows (every np and size in them, in order)."""
+    nps = sorted({r["np"] for r in raw})
+    sizes = sorted({r["bytes"] for r in raw})
+    lines = ["| np | size | long ops | hvdsparse us (min-max) | max/min | short (%d ops) us | "
+             "short / long | Open MPI us (min-max) | Open MPI max/min | hvdsparse / Open MPI |"
+             % short, "|---|---|---|---|---|---|---|---|---|---|"]
+    for np_ in nps:
+        for size in sizes:
+            def times(impl):
+                return [r["time_us"] for r in raw
+                        if r["impl"] == impl and r["np"] == np_ and r["bytes"] == size]
+            h, s, m = times("hvdsparse"), times("hvdsparse-short"), times("mpi")
+            if not (h and s and m):
+                continue
+            n = [r["iters"] for r in raw if r["impl"] == "hvdsparse" and r["np"] == np_
+                 and r["bytes"] == size][0]
+            hm, sm, mm = statistics.median(h), statistics.median(s), statistics.median(m)
+            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f | %.1f (%.1f-%.1f) "
+                         "| %.2f | %.2f |" % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h),
+                                              sm, sm / hm, mm, min(m), max(m), max(m) / min(m),
+                                              hm / mm))
+    return "\n".join(lines) + "\n"
+
+
 def main():
     args = parse()
+    if args.table_from:
+        with open(args.table_from) as f:
+            raw = [dict(r, np=int(r["np"]), bytes=int(r["bytes"]), iters=int(r["iters"]),
+                        time_us=float(r["time_us"])) for r in csv.DictReader(f)]
+        print(table(raw, args.short))
+        return
     out = args.out or os.path.join(args.build, "bench-stability")
     os.makedirs(out, exist_ok=True)
     nps = [int(x) for x in args.np.split(",")]
@@ -99,22 +132,7 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(raw[0].keys()))
         w.writeheader()
         w.writerows(raw)
-    lines = ["| np | size | long ops | hvdsparse us (min-max) | max/min | short (%d ops) us | "
-             "short / long | Open MPI us (min-max) | hvdsparse / Open MPI |" % args.short,
-             "|---|---|---|---|---|---|---|---|---|"]
-    for np_ in nps:
-        for size in sizes:
-            def times(impl):
-                return [r["time_us"] for r in raw
-                        if r["impl"] == impl and r["np"] == np_ and r["bytes"] == size]
-            h, s, m = times("hvdsparse"), times("hvdsparse-short"), times("mpi")
-            n = [r["iters"] for r in raw if r["impl"] == "hvdsparse" and r["np"] == np_
-                 and r["bytes"] == size][0]
-            hm, sm, mm = statistics.median(h), statistics.median(s), statistics.median(m)
-            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f | %.1f (%.1f-%.1f) "
-                         "| %.2f |" % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h), sm,
-                                       sm / hm, mm, min(m), max(m), hm / mm))
-    text = "\n".join(lines) + "\n"
+    text = table(raw, args.short)
     with open(os.path.join(out, "stability.md"), "w") as f:
         f.write(text)
     print(text)

@@ -541,7 +541,7 @@ void hvds__run_args_usage(FILE* f) {
       "  --timeline-mark-cycles, --no-stall-check, --stall-check-warning-time-seconds S,\n"
       "  --stall-check-shutdown-time-seconds S, --gloo-timeout-seconds S, --log-level L,\n"
       "  --log-without-timestamp, --bind-to auto|core|numa|none (each worker to its share of\n"
-      "  the host; auto, the default: core when every local rank gets a core of its own)\n"
+      "  the host; auto, the default: core when the local ranks spread evenly over the cores)\n"
       "\n"
       "horovodrun flags accepted with a warning, as they have no effect here: --mpi, --gloo,\n"
       "  --jsrun, --tcp, --num-nccl-streams N, --thread-affinity N, --mpi-threads-disable,\n"
