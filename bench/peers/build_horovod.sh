@@ -64,8 +64,8 @@ if [ -z "$WHEEL" ]; then
       "$SRC/horovod/tensorflow/CMakeLists.txt"
   fi
   "$VENV/bin/pip" install --quiet wheel setuptools cloudpickle psutil pyyaml packaging cffi
-  env HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 $WITH HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
-    -u HOROVOD_GPU_OPERATIONS -u HOROVOD_GPU \
+  env -u HOROVOD_GPU_OPERATIONS -u HOROVOD_GPU \
+    HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 $WITH HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
     nice -n 19 "$VENV/bin/pip" wheel --no-deps --no-build-isolation -v "$SRC" -w "$WORK/wheels"
   WHEEL=$(ls "$WORK"/wheels/horovod-$VERSION-*.whl | head -1)
 fi
