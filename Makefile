@@ -53,7 +53,8 @@ demo: build
 # imports horovod.torch, from bench/peers/build_horovod.sh), on loopback and on namespace hosts
 # with shaped links (needs root; about an hour). With BENCH_HOROVOD_PYTHON it also trains the same
 # scripts under Horovod and hvdsparse (bench/horovod_compare.py), Keras fit too with
-# BENCH_HOROVOD_TF_PYTHON (bench/peers/build_horovod.sh tensorflow). It rewrites docs/benchmarks.md and docs/benchmarks/. BENCH_QUICK=1: 2 runs, fewer sizes,
+# BENCH_HOROVOD_TF_PYTHON (bench/peers/build_horovod.sh tensorflow). It rewrites
+# docs/benchmarks.md and docs/benchmarks/. BENCH_QUICK=1: 2 runs, fewer sizes,
 # loopback np 4 and 4 hosts at 1 Gbit/s only, written to $(BUILD)/bench-quick, docs untouched
 # (a few minutes). BENCH_ARGS adds options (e.g. --scenarios loopback,4x1gbit).
 BENCH_QUICK ?=

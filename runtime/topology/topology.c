@@ -111,6 +111,11 @@ hvds_result_t hvds__topo_gpu(const hvds_topo_t* t, int i, hvds_topo_gpu_t* out) 
 }
 
 /* Fills set with local_rank's share under mode; -1 for an unknown mode. */
+/* What "a core" is here: cores where hwloc sees them, else processing units. */
+static hwloc_obj_type_t core_type(const hvds_topo_t* t) {
+  return hwloc_get_nbobjs_by_type(t->t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+}
+
 static int rank_cpuset(const hvds_topo_t* t, const char* mode, int rank, int size,
                        hwloc_bitmap_t set) {
   hwloc_bitmap_zero(set);
@@ -124,8 +129,7 @@ static int rank_cpuset(const hvds_topo_t* t, const char* mode, int rank, int siz
     return 0;
   }
   if (strcmp(mode, "core") != 0) return -1;
-  hwloc_obj_type_t type =
-      hwloc_get_nbobjs_by_type(t->t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  hwloc_obj_type_t type = core_type(t);
   int c = hwloc_get_nbobjs_by_type(t->t, type);
   if (c <= 0) return -1;
   int first = c >= size ? (int)((long)rank * c / size) : rank % c;
@@ -215,9 +219,7 @@ static int bound_here;
  * bound, the ranks of the fuller cores would compute slower than the scheduler lets them. */
 static int auto_binds(const hvds_topo_t* t, int local_size) {
   if (local_size < 2) return 0;
-  hwloc_obj_type_t type =
-      hwloc_get_nbobjs_by_type(t->t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-  int cores = hwloc_get_nbobjs_by_type(t->t, type);
+  int cores = hwloc_get_nbobjs_by_type(t->t, core_type(t));
   if (cores < local_size && (cores < 2 || local_size % cores != 0)) return 0;
   if (bound_here) return 1;
   hwloc_bitmap_t now = hwloc_bitmap_alloc();
