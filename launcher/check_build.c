@@ -183,7 +183,8 @@ static void device_line(void) {
   int n = api->device_count(gpus, sizeof(gpus));
   printf(
       "    [X] device library: %s (NCCL %d.%d.%d, CUDA runtime %d.%d, %d GPU%s%s%s); GPU "
-      "tensors are not yet routed through it\n",
+      "tensors are staged through page-locked host memory (HVDSPARSE_GPU_OPERATIONS=host), "
+      "not yet run by NCCL\n",
       path, v / 10000, v / 100 % 100, v % 100, c / 1000, c % 1000 / 10, n, n == 1 ? "" : "s",
       gpus[0] ? ": " : "", gpus);
 }
@@ -200,7 +201,8 @@ int hvds__launcher_check_build(void) {
   printf("    [ ] MXNet\n\n");
   printf("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n\n");
   /* NCCL counts as a tensor operation once the runtime runs device tensors through it; until
-   * then the device library is listed as a component only (docs/gpu.md). */
+   * then the device library is listed as a component only, staging GPU tensors for Gloo
+   * (docs/gpu.md). */
   printf("Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n    [ ] MPI\n"
          "    [X] Gloo\n\n");
   printf("Available Components:\n");

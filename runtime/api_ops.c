@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_staging.h"
 #include "device_support.h"
 #include "enqueue.h"
 #include "execute.h"
@@ -81,7 +82,11 @@ static hvds_result_t check_tensor(const hvds_tensor_t* t, const char* name) {
                            "object (%lld bytes)", name, t->ndim, (long long)PTRDIFF_MAX);
   if (n > 0 && t->data == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "tensor '%s': data is NULL", name);
-  if (t->device != -1) return hvds__refuse_device_tensor("tensor", name, t->device);
+  if (t->device < -1)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "tensor '%s': device %d is neither the CPU "
+                           "(-1) nor a GPU (0 and up)",
+                           name, t->device);
   return HVDS_SUCCESS;
 }
 
@@ -247,6 +252,12 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     es[made]->input = inputs[made];
     es[made]->output = outputs ? outputs[made] : inputs[made];
     es[made]->ordered = ordered;
+    if (inputs[made].device >= 0 &&
+        (rc = hvds__stage_entry(es[made], OPT_HAS(o, stream) ? o->stream : 0, rt->rank, what)) !=
+            HVDS_SUCCESS) {
+      made++; /* freed below */
+      break;
+    }
     if (type == HVDS_MSG_ALLREDUCE && !ordered &&
         (rc = hvds__sparse_detect_entry(rt, es[made], o)) != HVDS_SUCCESS) {
       made++; /* freed below */

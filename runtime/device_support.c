@@ -23,7 +23,7 @@ hvds_result_t hvds__refuse_device_tensor(const char* what, const char* name, int
   int v = api->nccl_version();
   return hvds__set_error(HVDS_NOT_SUPPORTED,
                          "%s '%s' is on device %d: the device library (%s, NCCL %d.%d.%d) is "
-                         "installed, but the runtime does not route GPU tensors to it yet; move "
-                         "the tensor to the CPU",
-                         what, name, device, path, v / 10000, v / 100 % 100, v % 100);
+                         "installed, but %s of GPU tensors is not supported in this version; "
+                         "move the tensor to the CPU",
+                         what, name, device, path, v / 10000, v / 100 % 100, v % 100, what);
 }

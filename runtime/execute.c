@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "collectives.h"
 #include "coordinator.h"
+#include "device_staging.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
@@ -20,6 +21,7 @@ void hvds__entry_free(hvds_entry_t* e) {
   if (e->name != e->name_buf) free(e->name);
   free(e->splits);
   free(e->ps_ranks);
+  hvds__staging_free(e->staging);
   free(e);
 }
 
@@ -29,6 +31,13 @@ void hvds__entry_finish(hvds_runtime_t* rt, hvds_entry_t* e, hvds_result_t statu
   hvds_pset_t* s = rt->psets[e->process_set];
   if (s) hvds__name_map_remove_if(&s->inflight, e->name, e);
   pthread_mutex_unlock(&rt->qmu);
+  char staging_error[768];
+  if (e->staging != NULL) {
+    hvds_result_t moved =
+        hvds__unstage_entry(e, status, rt->rank, staging_error, sizeof(staging_error));
+    if (moved != status) message = staging_error;
+    status = moved;
+  }
   hvds__handle_complete(rt, e->handle, status, message);
   hvds__entry_free(e);
 }
@@ -118,6 +127,11 @@ void hvds__tl_end(hvds_runtime_t* rt, const hvds_response_t* r, hvds_exec_t* x) 
 
 /* Completes every entry of x with one lock round per table and one wake-up. */
 static void finish_all(hvds_runtime_t* rt, hvds_exec_t* x, hvds_result_t status, const char* msg) {
+  for (int32_t i = 0; i < x->n; i++)  // GPU tensors one by one: each copy back can fail alone
+    if (x->entries[i] && x->entries[i]->staging) {
+      hvds__entry_finish(rt, x->entries[i], status, msg);
+      x->entries[i] = NULL;
+    }
   hvds_handle_rec_t* stack[64];
   hvds_handle_rec_t** hs = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof(*hs));
   if (hs == NULL) { /* fall back to one at a time */

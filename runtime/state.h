@@ -28,6 +28,7 @@ struct hvds_p2p;
 struct hvds_store;
 struct hvds_timeline;
 struct hvds_sparse_out;
+struct hvds_staging;
 
 #define HVDS_MAX_PROCESS_SETS 256
 
@@ -54,6 +55,7 @@ typedef struct hvds_entry {
   hvds_alloc_fn alloc;
   void* alloc_ctx;
   int32_t process_set;
+  struct hvds_staging* staging; /* a GPU tensor's host copies (device_staging.h), owned; or NULL */
   hvds_handle_rec_t* handle;  /* completion target */
   int32_t index;              /* position within the handle's outputs */
   double enqueue_time;        /* seconds, monotonic */

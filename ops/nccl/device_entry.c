@@ -1,6 +1,7 @@
 /* The device library's one export (ops/device/device_api.h): the table through which the
  * runtime and the launcher reach CUDA and NCCL without linking either. */
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "device_api.h"
@@ -23,13 +24,64 @@ static int device_count(char* why, size_t why_len) {
   return n;
 }
 
+/* The reason of a failed CUDA call, cleared from the thread's sticky state where CUDA allows. */
+static int failed(cudaError_t err, const char* what, char* why, size_t why_len) {
+  if (why != NULL && why_len > 0) snprintf(why, why_len, "%s: %s", what, cudaGetErrorString(err));
+  (void)cudaGetLastError();
+  return -1;
+}
+
+static void* host_alloc(size_t bytes, char* why, size_t why_len) {
+  void* p = NULL;
+  cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    failed(err, "cudaHostAlloc", why, why_len);
+    return NULL;
+  }
+  return p;
+}
+
+static void host_free(void* host) {
+  if (host != NULL) cudaFreeHost(host);
+}
+
+/* One synchronous copy ordered on the caller's stream, on the caller's GPU. */
+static int copy_on_stream(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind,
+                          int device, int64_t stream, char* why, size_t why_len) {
+  if (bytes == 0) return 0;
+  cudaError_t err = cudaSetDevice(device);
+  if (err != cudaSuccess) return failed(err, "cudaSetDevice", why, why_len);
+  cudaStream_t s = (cudaStream_t)(intptr_t)stream;
+  err = cudaMemcpyAsync(dst, src, bytes, kind, s);
+  if (err != cudaSuccess) return failed(err, "cudaMemcpyAsync", why, why_len);
+  err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) return failed(err, "cudaStreamSynchronize", why, why_len);
+  return 0;
+}
+
+static int copy_to_host(void* host, const void* device_memory, size_t bytes, int device,
+                        int64_t stream, char* why, size_t why_len) {
+  return copy_on_stream(host, device_memory, bytes, cudaMemcpyDeviceToHost, device, stream, why,
+                        why_len);
+}
+
+static int copy_to_device(void* device_memory, const void* host, size_t bytes, int device,
+                          int64_t stream, char* why, size_t why_len) {
+  return copy_on_stream(device_memory, host, bytes, cudaMemcpyHostToDevice, device, stream, why,
+                        why_len);
+}
+
 static const hvds_device_api_t table = {
     .version = HVDS_DEVICE_API_VERSION,
     .nccl_version = hvds__nccl_version,
     .cuda_runtime_version = cuda_runtime_version,
     .device_count = device_count,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .copy_to_host = copy_to_host,
+    .copy_to_device = copy_to_device,
 };
 
-__attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api_v1(void) {
+__attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {
   return &table;
 }

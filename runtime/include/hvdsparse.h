@@ -67,7 +67,9 @@ typedef enum {
   HVDS_REDUCE_OP_MAX_ = 0x7fffffff /* keeps internal values (ops/reduce.h) inside the enum's range */
 } hvds_reduce_op_t;
 
-/* A tensor view: the caller owns the memory. Shape is copied at enqueue. device -1 is the CPU. */
+/* A tensor view: the caller owns the memory. Shape is copied at enqueue. device -1 is the CPU,
+ * 0 and up a GPU: the dense collectives stage GPU tensors through host memory
+ * (HVDSPARSE_GPU_OPERATIONS, docs/gpu.md) when the device library is installed. */
 typedef struct {
   void* data;
   hvds_dtype_t dtype;
@@ -90,8 +92,8 @@ typedef void* (*hvds_alloc_fn)(void* ctx, hvds_dtype_t dtype, int32_t ndim, cons
  * against an older header (a smaller size) gets the defaults for the fields it does not have. */
 typedef struct {
   size_t size;             /* sizeof(hvds_op_options_t) */
-  uint32_t version;        /* 4 (1: up to alloc_ctx; 2: up to sparse_detect; 3: up to
-                              sparse_quant_bits) */
+  uint32_t version;        /* 5 (1: up to alloc_ctx; 2: up to sparse_detect; 3: up to
+                              sparse_quant_bits; 4: up to ordered) */
   const char* name;        /* negotiation key, identical on every rank; required */
   int32_t process_set;     /* 0 is the global set */
   hvds_reduce_op_t op;     /* allreduce and reducescatter */
@@ -122,10 +124,17 @@ typedef struct {
                               submission order, ahead of negotiated work. An operation whose
                               position holds a different one on another rank fails on every rank
                               with HVDS_PRECONDITION_ERROR. 0: negotiated. */
+  /* Version 5: */
+  int64_t stream; /* GPU tensors: the producer's CUDA stream (a cudaStream_t as an
+                     integer; 0 the default stream). The input is read after the work
+                     queued on it so far, and the result is ordered on it. */
 } hvds_op_options_t;
 
-#define HVDS_OP_OPTIONS_INIT \
-  { sizeof(hvds_op_options_t), 4, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1, 0, 0 }
+#define HVDS_OP_OPTIONS_INIT                                                                     \
+  {                                                                                              \
+    sizeof(hvds_op_options_t), 5, NULL, 0, HVDS_SUM, 1.0, 1.0, 0, NULL, 0, NULL, NULL, NULL, -1, \
+        0, 0, 0                                                                                  \
+  }
 
 /* ---- Lifecycle ---- */
 

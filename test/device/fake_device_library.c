@@ -1,6 +1,35 @@
-/* A stand-in device library for the loader's refusals: FAKE_API_VERSION and FAKE_NCCL_VERSION
- * say what it claims. */
+/* A stand-in device library (ops/device/device_api.h) for machines without a GPU. FAKE_API_VERSION
+ * and FAKE_NCCL_VERSION say what it claims, for the loader's refusals. Its "GPU memory" is host
+ * memory the runtime cannot touch: each allocation is its own mapping, inaccessible except while
+ * this library copies, so a runtime that read or wrote a GPU tensor directly would crash the
+ * test. Tests reach the fake_device_* functions by opening this library themselves (the loader's
+ * copy is the same one). It proves the runtime's control flow over GPU tensors, not CUDA's. */
+#define _GNU_SOURCE
+#include "fake_device_library.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
 #include "device_api.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { kMaxAllocations = 4096 };
+
+typedef struct {
+  char* base;
+  size_t len; /* the mapping's length */
+  int device;
+} allocation_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static allocation_t allocations[kMaxAllocations];
+static fake_device_stats_t stats;
+static int fail_device = -2;             /* copies on this GPU fail; -2: none */
+static int fail_to_host, fail_to_device; /* which of its copies fail */
 
 static int nccl_version(void) { return FAKE_NCCL_VERSION; }
 static int cuda_runtime_version(void) { return 12000; }
@@ -9,7 +38,139 @@ static int device_count(char* why, size_t why_len) {
   return 0;
 }
 
-static const hvds_device_api_t table = {FAKE_API_VERSION, nccl_version, cuda_runtime_version,
-                                        device_count};
+static void* host_alloc(size_t bytes, char* why, size_t why_len) {
+  void* p = malloc(bytes ? bytes : 1);
+  if (p == NULL) snprintf(why, why_len, "fake host_alloc: out of memory");
+  pthread_mutex_lock(&mu);
+  if (p != NULL) stats.host_buffers++;
+  pthread_mutex_unlock(&mu);
+  return p;
+}
 
-const hvds_device_api_t* hvds_device_api_v1(void) { return &table; }
+static void host_free(void* host) {
+  pthread_mutex_lock(&mu);
+  stats.host_buffers--;
+  pthread_mutex_unlock(&mu);
+  free(host);
+}
+
+/* The allocation holding [p, p + bytes), or NULL. Under mu. */
+static allocation_t* find(const void* p, size_t bytes) {
+  const char* c = p;
+  for (int i = 0; i < kMaxAllocations; i++) {
+    allocation_t* a = &allocations[i];
+    if (a->base != NULL && c >= a->base && c + bytes <= a->base + a->len) return a;
+  }
+  return NULL;
+}
+
+/* One copy between host memory and the fake GPU memory at device_memory, as CUDA would do it
+ * on device's stream; refused like CUDA refuses a pointer of another GPU. */
+static int copy(void* dst, const void* src, const void* device_memory, size_t bytes, int device,
+                int64_t stream, int to_host, char* why, size_t why_len) {
+  pthread_mutex_lock(&mu);
+  allocation_t* a = bytes > 0 ? find(device_memory, bytes) : NULL;
+  const char* fault = NULL;
+  if (device == fail_device && (to_host ? fail_to_host : fail_to_device))
+    fault = "an illegal memory access was encountered (injected)";
+  else if (bytes > 0 && a == NULL)
+    fault = "invalid argument: not GPU memory of this process";
+  else if (bytes > 0 && a->device != device)
+    fault = "invalid argument: memory of another GPU";
+  if (fault != NULL) {
+    pthread_mutex_unlock(&mu);
+    snprintf(why, why_len, "fake cudaMemcpyAsync: %s", fault);
+    return -1;
+  }
+  if (bytes > 0) {
+    mprotect(a->base, a->len, PROT_READ | PROT_WRITE);
+    memcpy(dst, src, bytes);
+    mprotect(a->base, a->len, PROT_NONE);
+  }
+  if (to_host)
+    stats.copies_to_host++;
+  else
+    stats.copies_to_device++;
+  stats.last_stream = stream;
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+
+static int copy_to_host(void* host, const void* device_memory, size_t bytes, int device,
+                        int64_t stream, char* why, size_t why_len) {
+  return copy(host, device_memory, device_memory, bytes, device, stream, 1, why, why_len);
+}
+
+static int copy_to_device(void* device_memory, const void* host, size_t bytes, int device,
+                          int64_t stream, char* why, size_t why_len) {
+  return copy(device_memory, host, device_memory, bytes, device, stream, 0, why, why_len);
+}
+
+static const hvds_device_api_t table = {FAKE_API_VERSION, nccl_version,  cuda_runtime_version,
+                                        device_count,     host_alloc,    host_free,
+                                        copy_to_host,     copy_to_device};
+
+EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }
+
+EXPORT void* fake_device_alloc(size_t bytes, int device) {
+  size_t len = bytes ? bytes : 1;
+  void* p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < kMaxAllocations; i++)
+    if (allocations[i].base == NULL) {
+      allocations[i] = (allocation_t){p, len, device};
+      stats.device_buffers++;
+      pthread_mutex_unlock(&mu);
+      return p;
+    }
+  pthread_mutex_unlock(&mu);
+  munmap(p, len);
+  return NULL;
+}
+
+EXPORT void fake_device_free(void* p) {
+  pthread_mutex_lock(&mu);
+  allocation_t* a = p != NULL ? find(p, 0) : NULL;
+  if (a != NULL) {
+    munmap(a->base, a->len);
+    *a = (allocation_t){NULL, 0, 0};
+    stats.device_buffers--;
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* The test's own view of GPU memory, not counted as copies. */
+static void direct_copy(void* dst, const void* src, const void* device_memory, size_t bytes) {
+  pthread_mutex_lock(&mu);
+  allocation_t* a = find(device_memory, bytes);
+  if (a != NULL) {
+    mprotect(a->base, a->len, PROT_READ | PROT_WRITE);
+    memcpy(dst, src, bytes);
+    mprotect(a->base, a->len, PROT_NONE);
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+EXPORT void fake_device_write(void* device_memory, const void* host, size_t bytes) {
+  direct_copy(device_memory, host, device_memory, bytes);
+}
+
+EXPORT void fake_device_read(void* host, const void* device_memory, size_t bytes) {
+  direct_copy(host, device_memory, device_memory, bytes);
+}
+
+EXPORT fake_device_stats_t fake_device_stats(void) {
+  pthread_mutex_lock(&mu);
+  fake_device_stats_t s = stats;
+  pthread_mutex_unlock(&mu);
+  return s;
+}
+
+EXPORT void fake_device_fail_copies(int device, int to_host, int to_device) {
+  pthread_mutex_lock(&mu);
+  fail_device = device;
+  fail_to_host = to_host;
+  fail_to_device = to_device;
+  pthread_mutex_unlock(&mu);
+}

@@ -44,13 +44,14 @@ _EMPTY_BUFFER = ctypes.create_string_buffer(8)
 EMPTY = ctypes.addressof(_EMPTY_BUFFER)
 
 
-def tensor_view(data, dtype, shape):
-    """hvds_tensor_t over host memory at address data (0 or None for no bytes: EMPTY); the
-    caller has checked that shape has at most MAX_DIMS dimensions."""
+def tensor_view(data, dtype, shape, device=-1):
+    """hvds_tensor_t over memory at address data (0 or None for no bytes: EMPTY) of device (-1
+    the host, else a GPU's index); the caller has checked that shape has at most MAX_DIMS
+    dimensions."""
     v = Tensor()
     v.data = data or EMPTY
     v.dtype = dtype
-    v.device = -1
+    v.device = device
     v.ndim = len(shape)
     for i, d in enumerate(shape):
         v.shape[i] = int(d)
@@ -74,7 +75,9 @@ class OpOptions(ctypes.Structure):
                 # version 3
                 ("sparse_quant_bits", ctypes.c_int32),
                 # version 4: the ordered fast lane
-                ("ordered", ctypes.c_int32)]
+                ("ordered", ctypes.c_int32),
+                # version 5: a GPU tensor's producer stream (cudaStream_t as an integer)
+                ("stream", ctypes.c_int64)]
 
 
 def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank=0,
@@ -86,7 +89,7 @@ def op_options(name, process_set=0, op=1, prescale=1.0, postscale=1.0, root_rank
     None HVDSPARSE_SPARSE_DETECT's default."""
     o = OpOptions()
     o.size = ctypes.sizeof(OpOptions)
-    o.version = 4
+    o.version = 5
     o.name = name.encode() if isinstance(name, str) else name
     o.process_set = process_set
     o.op = op

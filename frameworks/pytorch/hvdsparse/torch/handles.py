@@ -22,14 +22,30 @@ if hasattr(torch, "uint16"):
 _FROM_C = {v: k for k, v in _TO_C.items()}
 
 
+_device_library = []  # [whether the runtime loaded its device library], asked once
+
+
+def _check_device(tensor):
+    """CPU and CUDA tensors; CUDA ones need the device library, which stages them through host
+    memory (HVDSPARSE_GPU_OPERATIONS, docs/gpu.md)."""
+    if tensor.device.type == "cpu":
+        return
+    if tensor.device.type != "cuda":
+        raise NotImplementedError("hvdsparse: tensor on %s: only CPU and CUDA tensors are "
+                                  "supported." % tensor.device)
+    if not _device_library:
+        _device_library.append(basics.cuda_built())
+    if not _device_library[0]:
+        raise NotImplementedError(
+            "hvdsparse: tensor on %s: this installation has no device library "
+            "(libhvdsparse_device.so; `hvdsparse check-build` says why), which GPU tensors "
+            "need. Move the tensor to the CPU." % tensor.device)
+
+
 def _check_tensor(tensor):
     if not isinstance(tensor, torch.Tensor):
         raise ValueError("Expected a torch.Tensor, got %s." % type(tensor).__name__)
-    if tensor.device.type != "cpu":
-        raise NotImplementedError(
-            "hvdsparse: tensor on %s: GPU tensors need the NCCL backend, which this build of "
-            "hvdsparse does not run (nccl_built() == %d). Move the tensor to the CPU."
-            % (tensor.device, basics.nccl_built()))
+    _check_device(tensor)
     if tensor.dtype not in _TO_C:
         raise ValueError("Tensor type %s is not supported." % tensor.type())
     if tensor.is_sparse:
@@ -39,16 +55,23 @@ def _check_tensor(tensor):
 
 
 def _view(tensor):
-    """hvds_tensor_t over a contiguous CPU tensor."""
-    return _lib.tensor_view(tensor.data_ptr(), _TO_C[tensor.dtype], tensor.shape)
+    """hvds_tensor_t over a contiguous CPU or CUDA tensor."""
+    device = tensor.device.index if tensor.is_cuda else -1
+    return _lib.tensor_view(tensor.data_ptr(), _TO_C[tensor.dtype], tensor.shape, device)
 
 
 def _options(kind, name, process_set, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
-             sparse_algorithm=None, sparse_detect=None):
-    """hvds_op_options_t for one operation, named as Horovod names it."""
+             sparse_algorithm=None, sparse_detect=None, like=None):
+    """hvds_op_options_t for one operation, named as Horovod names it. like: a tensor of the
+    operation; a CUDA one gives its current stream (the runtime reads the input after the work
+    queued there and orders the result on it) and the device of outputs the runtime sizes."""
     ps = set_id(process_set)
-    return _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank,
-                           sparse_algorithm, sparse_detect)
+    o = _lib.op_options(util.op_name(kind, name, ps), ps, op, prescale, postscale, root_rank,
+                        sparse_algorithm, sparse_detect)
+    if like is not None and like.is_cuda:
+        o.stream = torch.cuda.current_stream(like.device).cuda_stream
+        o.output_device = like.device  # read by _new_alloc
+    return o
 
 
 # ---- handles ---------------------------------------------------------------------------------
@@ -65,15 +88,17 @@ class _Pending:
 _handle_map = {}
 _map_lock = threading.Lock()
 
-# Outputs created by the allocation callback: alloc key -> {data_ptr: tensor}.
+# Outputs created by the allocation callback: alloc key -> {data_ptr: tensor}, and the device
+# they are made on (absent: the CPU).
 _alloc_store = {}
+_alloc_device = {}
 _alloc_keys = itertools.count(1)
 
 
 def _alloc_cb(ctx, dtype, ndim, shape, nbytes):
     try:
         dims = [shape[i] for i in range(ndim)]
-        t = torch.empty(dims, dtype=_FROM_C[dtype])
+        t = torch.empty(dims, dtype=_FROM_C[dtype], device=_alloc_device.get(ctx, "cpu"))
         if nbytes == 0 or t.numel() == 0:
             return _lib.EMPTY
         store = _alloc_store.get(ctx)
@@ -92,6 +117,9 @@ _ALLOC = _lib.ALLOC_FN(_alloc_cb)
 def _new_alloc(opts):
     key = next(_alloc_keys)
     _alloc_store[key] = {}
+    device = getattr(opts, "output_device", None)
+    if device is not None:
+        _alloc_device[key] = device
     opts.alloc = _ALLOC
     opts.alloc_ctx = key
     return key
@@ -105,6 +133,8 @@ def _output(handle, i, alloc_key):
     store = _alloc_store.get(alloc_key, {})
     if t.data in store:
         return store.pop(t.data)
+    if t.device >= 0:  # an empty result on the GPU: the callback made nothing
+        return torch.empty(dims, dtype=dtype, device="cuda:%d" % t.device)
     out = torch.empty(dims, dtype=dtype)
     nbytes = out.numel() * out.element_size()
     if nbytes and t.data and t.data != _lib.EMPTY:
@@ -126,6 +156,7 @@ def _enqueue_allocating(opts, fn, *args):
         return handles.enqueue(fn, *args), key
     except BaseException:
         _alloc_store.pop(key, None)
+        _alloc_device.pop(key, None)
         raise
 
 
@@ -133,6 +164,7 @@ def _reset(event):
     with _map_lock:
         _handle_map.clear()
     _alloc_store.clear()
+    _alloc_device.clear()
     util.reset_counters()
 
 
@@ -157,3 +189,4 @@ def _synchronize_one(handle):
         _lib.lib().hvds_release(handle)
         if pending.alloc_key is not None:
             _alloc_store.pop(pending.alloc_key, None)
+            _alloc_device.pop(pending.alloc_key, None)

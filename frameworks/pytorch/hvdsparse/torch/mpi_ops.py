@@ -51,7 +51,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     _check_tensor(tensor)
     src, dst, copy_back = _contiguous_pair(tensor, output)
     opts = _options("allreduce", name, process_set, op, prescale_factor, postscale_factor,
-                    sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect)
+                    sparse_algorithm=sparse_algorithm, sparse_detect=sparse_detect, like=src)
     vin, vout = _view(src), _view(dst)
     h = handles.enqueue(_lib.lib().hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
                         ctypes.byref(opts))
@@ -140,7 +140,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     vout = (_lib.Tensor * n)(*[_view(p[1]) for p in pairs])
     opts = _options("grouped_allreduce", name, process_set, op, prescale_factor,
                     postscale_factor, sparse_algorithm=sparse_algorithm,
-                    sparse_detect=sparse_detect)
+                    sparse_detect=sparse_detect, like=tensors[0])
     h = handles.enqueue(_lib.lib().hvds_grouped_allreduce_async, n, vin, vout,
                         ctypes.byref(opts))
 
@@ -213,7 +213,7 @@ def _gather_like(kind, c_fn, tensor, name, process_set, splits=None, ordered=Fal
     require_init()
     _check_tensor(tensor)
     src = tensor.contiguous()
-    opts = _options(kind, name, process_set)
+    opts = _options(kind, name, process_set, like=src)
     opts.ordered = 1 if ordered else 0
     keep = [tensor, src, opts]
     if splits is not None:
@@ -311,7 +311,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     _check_tensor(tensor)
     buf = tensor if tensor.is_contiguous() else tensor.contiguous()
     opts = _options("broadcast", name, process_set,
-                    root_rank=root_index(root_rank, process_set))
+                    root_rank=root_index(root_rank, process_set), like=buf)
     v = _view(buf)
     h = handles.enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts))
 
@@ -430,7 +430,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     _check_reducescatter(tensor, op)
     src = tensor.contiguous()
     opts = _options("reducescatter", name, process_set, op,
-                    prescale_factor, postscale_factor)
+                    prescale_factor, postscale_factor, like=src)
     opts.ordered = 1 if ordered else 0
     v = _view(src)
     h, key = _enqueue_allocating(opts, _lib.lib().hvds_reducescatter_async, ctypes.byref(v),
@@ -475,6 +475,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_reducescatter needs at least one tensor.")
+    if len({t.device for t in tensors}) > 1:
+        raise ValueError("Tensors in list must be on same device.")
     op = check_op(op)
     srcs = []
     for t in tensors:
@@ -484,7 +486,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     n = len(srcs)
     vin = (_lib.Tensor * n)(*[_view(s) for s in srcs])
     opts = _options("grouped_reducescatter", name, process_set, op,
-                    prescale_factor, postscale_factor)
+                    prescale_factor, postscale_factor, like=srcs[0])
     h, key = _enqueue_allocating(opts, _lib.lib().hvds_grouped_reducescatter_async, n, vin,
                                  ctypes.byref(opts))
     return _register(h, (tensors, srcs, opts),
@@ -522,8 +524,8 @@ def join(device=-1):
     """This rank has no more batches: contributes zeros to the others' allreduces until every
     rank joined. Returns the last rank that joined (the same on every rank).
 
-    device: where Horovod makes those zeros (-1: CPU). Collectives here run on CPU tensors, so
-    a device id changes nothing, as in a Horovod build without GPU allreduce."""
+    device: where Horovod makes those zeros (-1: CPU). The runtime makes them in host memory,
+    where GPU tensors are staged too (docs/gpu.md), so a device id changes nothing."""
     require_init()
     if not (device is None or device == "cpu" or isinstance(device, (int, torch.device))):
         raise ValueError("join(device=%r): device is a device id (int)" % (device,))

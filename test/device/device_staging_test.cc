@@ -1,0 +1,349 @@
+// GPU tensors staged through host memory (runtime/device_staging.h), over the fake device library
+// (fake_device_library.c): its "GPU memory" is inaccessible to the runtime, so these tests prove
+// the runtime's control flow (every byte goes through the library's copies, on the caller's GPU
+// and stream, and comes back before the handle completes), not CUDA's. Ranks are threads
+// (instance_ranks.h), rank r's tensors on "GPU" r as with cuda:local_rank.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "enqueue.h"
+#include "fake_device_library.h"
+#include "handle.h"
+#include "instance_ranks.h"
+
+namespace {
+
+// The runtime loads the fake library on its first GPU tensor; set before any test runs.
+const int kFakeLibrarySet = setenv("HVDSPARSE_DEVICE_LIBRARY", FAKE_LIBRARY_STAGING, 1);
+
+using hvds_test::InstanceRanks;
+using hvds_test::KnobOverride;
+using hvds_test::Peek;
+
+// The fake library's test functions, from the copy the runtime loads (the same file).
+struct Fake {
+  fake_device_alloc_fn alloc;
+  fake_device_free_fn free;
+  fake_device_write_fn write;
+  fake_device_read_fn read;
+  fake_device_stats_fn stats;
+  fake_device_fail_copies_fn fail_copies;
+
+  static const Fake& Get() {
+    static Fake f = [] {
+      void* lib = dlopen(FAKE_LIBRARY_STAGING, RTLD_NOW | RTLD_LOCAL);
+      EXPECT_NE(lib, nullptr) << dlerror();
+      Fake x;
+      x.alloc = (fake_device_alloc_fn)dlsym(lib, "fake_device_alloc");
+      x.free = (fake_device_free_fn)dlsym(lib, "fake_device_free");
+      x.write = (fake_device_write_fn)dlsym(lib, "fake_device_write");
+      x.read = (fake_device_read_fn)dlsym(lib, "fake_device_read");
+      x.stats = (fake_device_stats_fn)dlsym(lib, "fake_device_stats");
+      x.fail_copies = (fake_device_fail_copies_fn)dlsym(lib, "fake_device_fail_copies");
+      return x;
+    }();
+    return f;
+  }
+};
+
+// A float32 tensor in the fake GPU memory of device.
+class DeviceTensor {
+ public:
+  DeviceTensor(const std::vector<float>& v, int device, std::vector<int64_t> shape = {})
+      : n_(v.size()),
+        device_(device),
+        shape_(shape.empty() ? std::vector<int64_t>{(int64_t)n_} : shape) {
+    p_ = Fake::Get().alloc(n_ * sizeof(float), device);
+    Fake::Get().write(p_, v.data(), n_ * sizeof(float));
+  }
+  ~DeviceTensor() { Fake::Get().free(p_); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+  hvds_tensor_t View() const {
+    hvds_tensor_t t = {};
+    t.data = p_;
+    t.dtype = HVDS_FLOAT32;
+    t.device = device_;
+    t.ndim = (int32_t)shape_.size();
+    for (size_t d = 0; d < shape_.size(); d++) t.shape[d] = shape_[d];
+    return t;
+  }
+  std::vector<float> Read() const { return ReadAt(p_, n_); }
+  static std::vector<float> ReadAt(const void* p, size_t n) {
+    std::vector<float> v(n);
+    Fake::Get().read(v.data(), p, n * sizeof(float));
+    return v;
+  }
+
+ private:
+  size_t n_;
+  int device_;
+  std::vector<int64_t> shape_;
+  void* p_;
+};
+
+// The caller's allocator for outputs of negotiated size: GPU memory of its device, freed with it.
+struct GpuAllocator {
+  int device;
+  std::vector<void*> given;
+  ~GpuAllocator() {
+    for (void* p : given) Fake::Get().free(p);
+  }
+  static void* Alloc(void* ctx, hvds_dtype_t, int32_t, const int64_t*, size_t bytes) {
+    auto* a = static_cast<GpuAllocator*>(ctx);
+    void* p = Fake::Get().alloc(bytes, a->device);
+    a->given.push_back(p);
+    return p;
+  }
+  void Use(hvds_op_options_t& o) {
+    o.alloc = Alloc;
+    o.alloc_ctx = this;
+  }
+};
+
+hvds_handle_t Enqueue(hvds_runtime_t* rt, int32_t type, const char* name, const hvds_tensor_t& in,
+                      hvds_tensor_t* out, hvds_op_options_t o = HVDS_OP_OPTIONS_INIT) {
+  o.name = name;
+  hvds_handle_t h = 0;
+  EXPECT_EQ(hvds__enqueue(rt, type, hvds__msg_type_name(type), 1, &in, out, &o, &h), HVDS_SUCCESS)
+      << name << ": " << hvds_last_error();
+  return h;
+}
+
+// Cycles until h is done on every rank; its status must be success.
+void Finish(InstanceRanks& ranks, hvds_runtime_t* rt, hvds_handle_t h, const char* name) {
+  ranks.CycleUntil(rt, [&] { return Peek(rt, h).status != HVDS_IN_PROGRESS; });
+  EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << name << ": " << Peek(rt, h).message;
+}
+
+// Output 0 of a finished handle: (GPU memory, device, elements).
+hvds_tensor_t Output(hvds_runtime_t* rt, hvds_handle_t h) {
+  pthread_mutex_lock(&rt->hmu);
+  hvds_tensor_t t = hvds__handle_find_locked(rt, h)->outputs[0];
+  pthread_mutex_unlock(&rt->hmu);
+  return t;
+}
+
+size_t Elements(const hvds_tensor_t& t) {
+  size_t n = 1;
+  for (int32_t d = 0; d < t.ndim; d++) n *= (size_t)t.shape[d];
+  return n;
+}
+
+TEST(DeviceStaging, AllreduceInAndOutOfPlaceComesBackToTheGpuOnTheCallersStream) {
+  fake_device_stats_t before = Fake::Get().stats();
+  InstanceRanks ranks(3);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    DeviceTensor in({1.0f * rank, 2.0f, 3.0f}, rank), out({0, 0, 0}, rank);
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.stream = 7000 + rank;
+    hvds_tensor_t out_view = out.View();
+    hvds_handle_t h1 = Enqueue(rt, HVDS_MSG_ALLREDUCE, "out_of_place", in.View(), &out_view, o);
+    hvds_handle_t h2 = Enqueue(rt, HVDS_MSG_ALLREDUCE, "in_place", in.View(), nullptr, o);
+    EXPECT_EQ(Fake::Get().stats().last_stream / 1000, 7);  // the copy in ran on the stream given
+    ranks.Sync();
+    Finish(ranks, rt, h1, "out_of_place");
+    Finish(ranks, rt, h2, "in_place");
+    EXPECT_EQ(out.Read(), (std::vector<float>{3, 6, 9}));
+    EXPECT_EQ(in.Read(), (std::vector<float>{3, 6, 9}));
+    hvds__release(rt, h1);
+    hvds__release(rt, h2);
+  });
+  fake_device_stats_t after = Fake::Get().stats();
+  EXPECT_EQ(after.copies_to_host - before.copies_to_host, 6);  // one per rank and operation
+  EXPECT_EQ(after.copies_to_device - before.copies_to_device, 6);
+}
+
+TEST(DeviceStaging, EveryDenseCollectiveOnGpuTensorsMatchesItsCpuResult) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    GpuAllocator gpu{rank, {}};
+    // Broadcast from rank 1, in place.
+    DeviceTensor b({10.0f + rank, 20.0f + rank}, rank);
+    hvds_op_options_t ob = HVDS_OP_OPTIONS_INIT;
+    ob.root_rank = 1;
+    hvds_tensor_t bv = b.View();
+    hvds_handle_t hb = Enqueue(rt, HVDS_MSG_BROADCAST, "bcast", bv, &bv, ob);
+    // Allgather of uneven first dimensions: rank 0 gives 1 row, rank 1 two rows of 2.
+    std::vector<float> rows = rank == 0 ? std::vector<float>{1, 2} : std::vector<float>{3, 4, 5, 6};
+    DeviceTensor g(rows, rank, {rank + 1, 2});
+    hvds_op_options_t og = HVDS_OP_OPTIONS_INIT;
+    gpu.Use(og);
+    hvds_handle_t hg = Enqueue(rt, HVDS_MSG_ALLGATHER, "gather", g.View(), nullptr, og);
+    // Alltoall with splits: rank r sends r+1 rows to rank 0 and 1 row to rank 1.
+    std::vector<float> send;
+    for (int i = 0; i < rank + 2; i++) send.push_back(100.0f * rank + i);
+    DeviceTensor a(send, rank);
+    hvds_op_options_t oa = HVDS_OP_OPTIONS_INIT;
+    int32_t splits[2] = {rank + 1, 1};
+    oa.splits = splits;
+    oa.nsplits = 2;
+    gpu.Use(oa);
+    hvds_handle_t ha = Enqueue(rt, HVDS_MSG_ALLTOALL, "alltoall", a.View(), nullptr, oa);
+    // Reducescatter, averaged: 4 rows of 1, rank 0 gets rows 0-1, rank 1 rows 2-3.
+    DeviceTensor r({1.0f, 2.0f, 3.0f, 4.0f * (rank + 1)}, rank, {4, 1});
+    hvds_op_options_t orr = HVDS_OP_OPTIONS_INIT;
+    orr.op = HVDS_AVERAGE;
+    gpu.Use(orr);
+    hvds_handle_t hr = Enqueue(rt, HVDS_MSG_REDUCESCATTER, "rscatter", r.View(), nullptr, orr);
+    ranks.Sync();
+    Finish(ranks, rt, hb, "bcast");
+    Finish(ranks, rt, hg, "gather");
+    Finish(ranks, rt, ha, "alltoall");
+    Finish(ranks, rt, hr, "rscatter");
+
+    EXPECT_EQ(b.Read(), (std::vector<float>{11, 21}));
+    hvds_tensor_t go = Output(rt, hg), ao = Output(rt, ha), ro = Output(rt, hr);
+    for (const hvds_tensor_t* t : {&go, &ao, &ro}) {
+      EXPECT_EQ(t->device, rank) << "the result stays on the rank's GPU";
+      EXPECT_NE(std::find(gpu.given.begin(), gpu.given.end(), t->data), gpu.given.end())
+          << "the result is in memory of the caller's allocator";
+    }
+    EXPECT_EQ(go.shape[0], 3);
+    EXPECT_EQ(DeviceTensor::ReadAt(go.data, Elements(go)), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+    std::vector<float> want_a =
+        rank == 0 ? std::vector<float>{0, 100, 101} : std::vector<float>{1, 102};
+    EXPECT_EQ(DeviceTensor::ReadAt(ao.data, Elements(ao)), want_a);
+    std::vector<float> want_r = rank == 0 ? std::vector<float>{1, 2} : std::vector<float>{3, 6};
+    EXPECT_EQ(DeviceTensor::ReadAt(ro.data, Elements(ro)), want_r);
+    for (hvds_handle_t h : {hb, hg, ha, hr}) hvds__release(rt, h);
+  });
+}
+
+TEST(DeviceStaging, GroupedAndFusedAllreducesScaleLikeTheCpuPath) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    DeviceTensor x({1.0f + rank, 2.0f}, rank), y({4.0f, 8.0f * (rank + 1), 1.0f}, rank);
+    hvds_tensor_t in[2] = {x.View(), y.View()};
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "grouped";
+    o.op = HVDS_AVERAGE;
+    o.prescale = 2.0;
+    o.postscale = 0.5;
+    hvds_handle_t h = 0;
+    ASSERT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 2, in, in, &o, &h), HVDS_SUCCESS)
+        << hvds_last_error();
+    ranks.Sync();
+    Finish(ranks, rt, h, "grouped");
+    // The mean of the prescaled inputs, postscaled: ((2 + 4) / 2, (4 + 4) / 2) x 0.5.
+    EXPECT_EQ(x.Read(), (std::vector<float>{1.5f, 2.0f}));
+    EXPECT_EQ(y.Read(), (std::vector<float>{4.0f, 12.0f, 1.0f}));
+    hvds__release(rt, h);
+  });
+}
+
+TEST(DeviceStaging, CpuOnOneRankAndGpuOnAnotherFailsOnEveryRank) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    std::vector<float> host = {1, 2};
+    DeviceTensor gpu({1, 2}, rank);
+    hvds_tensor_t t = rank == 0 ? hvds_test::Tensor(host) : gpu.View();
+    hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, "mixed", t, nullptr);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] { return Peek(rt, h).status != HVDS_IN_PROGRESS; });
+    EXPECT_EQ(Peek(rt, h).message,
+              "Mismatched ALLREDUCE CPU/GPU device selection: One rank specified device CPU, but "
+              "another rank specified device GPU. [tensor: mixed; ranks 0 and 1]");
+    hvds__release(rt, h);
+  });
+}
+
+TEST(DeviceStaging, AFailedCopyNamesTheRankTheTensorAndTheReason) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    // The copy back to rank 1's GPU fails: rank 1's handle says so, rank 0's result is intact.
+    if (rank == 0) Fake::Get().fail_copies(1, 0, 1);
+    ranks.Sync();
+    DeviceTensor t({1, 2}, rank);
+    hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, "grad.fc1", t.View(), nullptr);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] { return Peek(rt, h).status != HVDS_IN_PROGRESS; });
+    if (rank == 0) {
+      EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << Peek(rt, h).message;
+      EXPECT_EQ(t.Read(), (std::vector<float>{2, 4}));
+    } else {
+      EXPECT_EQ(Peek(rt, h).status, HVDS_SYSTEM_ERROR);
+      EXPECT_EQ(Peek(rt, h).message,
+                "'grad.fc1' on rank 1: copying the result to GPU 1 failed (fake cudaMemcpyAsync: "
+                "an illegal memory access was encountered (injected))");
+    }
+    hvds__release(rt, h);
+    ranks.Sync();
+    // The copy in fails on rank 1: its enqueue is refused with the reason; nothing is queued.
+    if (rank == 0) Fake::Get().fail_copies(1, 1, 0);
+    ranks.Sync();
+    if (rank == 1) {
+      hvds_tensor_t v = t.View();
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      o.name = "grad.fc2";
+      EXPECT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 1, &v, nullptr, &o, &h),
+                HVDS_SYSTEM_ERROR);
+      EXPECT_EQ(std::string(hvds_last_error()),
+                "Allreduce 'grad.fc2' on rank 1: copying the tensor from GPU 1 to host memory "
+                "failed (fake cudaMemcpyAsync: an illegal memory access was encountered "
+                "(injected))");
+    }
+    ranks.Sync();
+    if (rank == 0) Fake::Get().fail_copies(-2, 0, 0);
+  });
+}
+
+TEST(DeviceStaging, AGatheringOperationWithoutAnAllocatorIsRefused) {
+  InstanceRanks ranks(1);
+  ranks.Run([&](int, hvds_runtime_t* rt) {
+    DeviceTensor t({1, 2}, 0);
+    hvds_tensor_t v = t.View();
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "emb";
+    hvds_handle_t h = 0;
+    EXPECT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLGATHER, "Allgather", 1, &v, nullptr, &o, &h),
+              HVDS_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(hvds_last_error()),
+              "Allgather 'emb' of a GPU tensor needs an allocator (options alloc) for its output "
+              "on the GPU");
+  });
+}
+
+TEST(DeviceStaging, AnUnknownGpuOperationsValueIsRefused) {
+  KnobOverride knob(HVDS_PARAM_GPU_OPERATIONS, "mpi");
+  InstanceRanks ranks(1);
+  ranks.Run([&](int, hvds_runtime_t* rt) {
+    DeviceTensor t({1, 2}, 0);
+    hvds_tensor_t v = t.View();
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "w";
+    hvds_handle_t h = 0;
+    EXPECT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 1, &v, nullptr, &o, &h),
+              HVDS_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(hvds_last_error()),
+              "GPU_OPERATIONS=mpi is not one of host, nccl, auto (tensor 'w')");
+  });
+}
+
+// Many operations leave no page-locked memory behind beyond the pool's few buffers per size,
+// and no GPU memory at all.
+TEST(DeviceStaging, ManyOperationsKeepHostAndGpuMemoryFlat) {
+  InstanceRanks ranks(2);
+  fake_device_stats_t before = Fake::Get().stats();
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    DeviceTensor small({1, 2, 3}, rank), big(std::vector<float>(50000, 1.0f), rank);
+    for (int i = 0; i < 300; i++) {
+      const DeviceTensor& t = i % 2 ? big : small;
+      std::string name = "flat." + std::to_string(i % 7);
+      hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, name.c_str(), t.View(), nullptr);
+      Finish(ranks, rt, h, name.c_str());
+      hvds__release(rt, h);
+    }
+  });
+  fake_device_stats_t after = Fake::Get().stats();
+  EXPECT_LE(after.host_buffers - before.host_buffers, 8) << "the pool keeps at most 4 per size";
+  EXPECT_EQ(after.device_buffers, before.device_buffers);
+}
+
+}  // namespace

@@ -1,0 +1,31 @@
+/* What tests reach in the fake device library (fake_device_library.c) by dlsym. */
+#ifndef HVDS_TEST_FAKE_DEVICE_LIBRARY_H_
+#define HVDS_TEST_FAKE_DEVICE_LIBRARY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  long copies_to_host, copies_to_device;
+  long host_buffers;   /* page-locked buffers given out and not freed */
+  long device_buffers; /* fake GPU allocations not freed */
+  int64_t last_stream; /* the stream of the last copy */
+} fake_device_stats_t;
+
+typedef void* (*fake_device_alloc_fn)(size_t bytes, int device);
+typedef void (*fake_device_free_fn)(void* p);
+typedef void (*fake_device_write_fn)(void* device_memory, const void* host, size_t bytes);
+typedef void (*fake_device_read_fn)(void* host, const void* device_memory, size_t bytes);
+typedef fake_device_stats_t (*fake_device_stats_fn)(void);
+/* From now on, GPU device's copies to the host (to_host) and to the GPU (to_device) fail;
+ * device -2: none. */
+typedef void (*fake_device_fail_copies_fn)(int device, int to_host, int to_device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_TEST_FAKE_DEVICE_LIBRARY_H_ */
