@@ -5,6 +5,11 @@
 #   2. gpu_kernels_test every cuda/ kernel against the CPU implementation in ops/
 #   3. gpu_nccl_test    the NCCL backend's collectives, np 1 and np = GPUs when there are two+
 #   4. nccl_allreduce_bench  bus bandwidth of our allreduce path next to ncclAllReduce
+#   5. torch_gpu_checks.py   PyTorch CUDA tensors through the runtime (host-staged): every
+#      collective, a producer stream delayed by a long kernel, GPU memory over 1000 operations,
+#      DistributedOptimizer / DeAR / top-k training against the CPU, at np 1; then np 2 on the
+#      one GPU with the bandwidth against torch.distributed's gloo on the same CUDA tensors
+# Figures go to $HVDS_GPU_OUT (default BUILD/gpu-figures): torch_gpu.jsonl and the logs.
 # Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
 # meant to stay under 8 minutes on one GPU with a few cores.
 # HVDS_GPU_TEST_BIN=DIR runs the four programs already built into DIR (on a machine with the build's
@@ -33,7 +38,7 @@ elif [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" ${CMAKE_FLAGS:--DCMAKE_BUILD_TYPE=RelWithDebInfo} \
     >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
 fi
-targets="cuda_host_test gpu_kernels_test gpu_nccl_test nccl_allreduce_bench"
+targets="cuda_host_test gpu_kernels_test gpu_nccl_test nccl_allreduce_bench hvdsparse_cli hvdsparse_lib hvdsparse_device"
 if [ -z "${HVDS_GPU_TEST_BIN:-}" ] && ! timeout 360 cmake --build "$BUILD" -j "$JOBS" --target $targets; then
   echo "test-gpu: building $targets in $BUILD failed; CUDA and NCCL must be found at configure" \
        "time (see the CUDA and NCCL lines of the configure summary)" >&2
@@ -56,5 +61,32 @@ run 60 cuda_host_test --gtest_brief=1
 run 180 gpu_kernels_test --gtest_brief=1
 run 180 gpu_nccl_test --gtest_brief=1
 run 120 nccl_allreduce_bench 256 50
+
+# The PyTorch checks, where this Python has a torch that sees the GPU.
+OUT_DIR=${HVDS_GPU_OUT:-$BUILD/gpu-figures}
+mkdir -p "$OUT_DIR"
+PY=${PYTHON:-python3}
+LIBDIR=$(cd "$BIN/../lib" 2>/dev/null && pwd || echo "$BIN")
+torch_run() {  # torch_run LIMIT NP ARGS...: the checks under the launcher
+  local limit=$1 np=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  echo "=== torch_gpu_checks np $np $*"
+  PYTHONPATH="$ROOT/frameworks/common:$ROOT/frameworks/pytorch${PYTHONPATH:+:$PYTHONPATH}" \
+    HVDSPARSE_LIBRARY="$LIBDIR/libhvdsparse.so" HVDSPARSE_DEVICE_LIBRARY="$LIBDIR/libhvdsparse_device.so" \
+    timeout "$limit" "$BIN/hvdsparse" run -np "$np" "$PY" "$ROOT/test/gpu/torch_gpu_checks.py" \
+    --out "$OUT_DIR" "$@" 2>&1 | tee -a "$OUT_DIR/torch_gpu.log" && rc=0 || rc=$?
+  echo "=== torch_gpu_checks np $np: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")" \
+       "in $(( $(date +%s) - t0 )) s"
+  [ $rc -eq 0 ] || fail=1
+}
+if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'NCCL', torch.cuda.nccl.version())"
+  torch_run 180 1
+  torch_run 180 2 --checks collectives,stream,training --bench
+else
+  echo "=== torch_gpu_checks: skipped: $PY has no torch that sees a GPU"
+  fail=1
+fi
 echo "test-gpu: $([ $fail -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
 exit $fail

@@ -22,8 +22,8 @@ from hvdsparse.common.basics import require_init
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Average, check_sparse_op
 from hvdsparse.common.process_sets import global_process_set
-from hvdsparse.torch.handles import (_TO_C, _alloc_store, _enqueue_allocating, _options,
-                                     _poll_one, _register, _synchronize_one)
+from hvdsparse.torch.handles import (_TO_C, _alloc_store, _check_device, _enqueue_allocating,
+                                     _options, _poll_one, _register, _synchronize_one)
 
 _INDEX_DTYPES = {torch.int32: _lib.INT32, torch.int64: _lib.INT64}
 _TORCH_INDEX = {_lib.INT32: torch.int32, _lib.INT64: torch.int64}
@@ -74,9 +74,7 @@ def _check_sparse(tensor):
         raise ValueError("sparse_allreduce expects a torch sparse COO tensor, got %s"
                          % (tensor.layout if isinstance(tensor, torch.Tensor)
                             else type(tensor).__name__))
-    if tensor.device.type != "cpu":
-        raise NotImplementedError("hvdsparse: sparse tensor on %s: GPU tensors need the NCCL "
-                                  "backend; move the tensor to the CPU" % tensor.device)
+    _check_device(tensor)
     if tensor.dtype not in _TO_C:
         raise ValueError("Tensor type %s is not supported." % tensor.type())
     if tensor.sparse_dim() < 1:
@@ -182,6 +180,9 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
         _lib.check_sparse_algorithm(algorithm)
     require_init()
     _check_sparse(tensor)
+    device = tensor.device if tensor.is_cuda else None
+    if device is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
+        tensor = tensor.cpu()
     lay = _Layout(tensor, index_dtype)
     indices, hint = _flat_indices(tensor, lay)
     values = tensor._values().contiguous()
@@ -197,7 +198,8 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     def finish(hh):
         res = csparse.result(hh)
         sh.algorithm = res.algorithm
-        return _build(res, lay, tensor.dtype, _alloc_store.get(key, {}))
+        out = _build(res, lay, tensor.dtype, _alloc_store.get(key, {}))
+        return out if device is None else out.to(device)
     _register(h, (tensor, indices, values, st, opts), finish, key)
     return sh
 

@@ -21,7 +21,7 @@ from hvdsparse.common import _lib, handles
 from hvdsparse.common import sparse as csparse
 from hvdsparse.common.basics import require_init
 from hvdsparse.common.topk import TopKCompressorBase, quant_bits_supported  # noqa: F401
-from hvdsparse.torch.handles import _TO_C, _options, _register, _view
+from hvdsparse.torch.handles import _TO_C, _check_device, _options, _register, _view
 
 STATE_KEY = "hvdsparse"
 RESIDUAL_KEY = "topk_residual"
@@ -130,10 +130,11 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     result written densely into out (contiguous, CPU); returns a handle for
     mpi_ops.synchronize(), which returns out."""
     require_init()
-    if out.device.type != "cpu":
-        raise NotImplementedError("hvdsparse: Compression.topk on a gradient on %s: the sparse "
-                                  "allreduce takes CPU tensors until the GPU path exists "
-                                  "(docs/compression.md)" % out.device)
+    _check_device(out)
+    gpu_out = out if out.is_cuda else None
+    if gpu_out is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
+        out = torch.empty(out.shape, dtype=out.dtype)
+        values, indices = values.cpu(), indices.cpu()
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
     n = out.numel()
@@ -151,7 +152,8 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     dense = _view(flat)
     h = handles.enqueue(csparse.enqueue_fn(), ctypes.byref(st), ctypes.byref(dense),
                         ctypes.byref(opts))
-    _register(h, (idx, vals, st, opts, dense, flat), lambda _h: out)
+    _register(h, (idx, vals, st, opts, dense, flat),
+              lambda _h: out if gpu_out is None else gpu_out.copy_(out))
     return h
 
 

@@ -1,0 +1,234 @@
+"""The PyTorch checks of `make test-gpu` (test/gpu/run.sh), run under the launcher on one GPU:
+every rank's tensors on cuda:0, so np 2 is two processes sharing the GPU through the host-staged
+path (docs/gpu.md). Each check prints one line and appends its figures to OUT/torch_gpu.jsonl;
+the exit status is the number of failed checks.
+
+  python torch_gpu_checks.py --out DIR [--checks collectives,stream,memory,training] [--bench]
+
+--device cpu runs the same checks on CPU tensors: a dry run of this script's own logic where
+there is no GPU (the stream and memory checks need CUDA and are left out there)."""
+import argparse
+import copy
+import json
+import os
+import socket
+import time
+
+import torch
+import torch.nn.functional as F
+
+import hvdsparse.torch as hvd
+
+failures = []
+
+
+def record(out, check, ok, **figures):
+    line = dict(check=check, ok=bool(ok), rank=hvd.rank(), size=hvd.size(), **figures)
+    if hvd.rank() == 0:
+        print("%-12s %s %s" % (check, "passed" if ok else "FAILED",
+                               json.dumps(figures, sort_keys=True)), flush=True)
+        with open(os.path.join(out, "torch_gpu.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\n")
+    if not ok:
+        failures.append(check)
+
+
+def check_collectives(dev, out):
+    """Every dense collective on the device, integer-valued float64: exact results."""
+    r, n = hvd.rank(), hvd.size()
+    errs = []
+    x = torch.arange(6, dtype=torch.float64, device=dev) + r
+    want = (torch.arange(6, dtype=torch.float64) * n + n * (n - 1) / 2)
+    for name, got in [("allreduce", hvd.allreduce(x, op=hvd.Sum, name="c.ar")),
+                      ("allreduce_", hvd.allreduce_(x.clone(), op=hvd.Sum, name="c.ar_"))]:
+        if got.device != x.device or not torch.equal(got.cpu(), want):
+            errs.append(name)
+    g = hvd.grouped_allreduce([x, x * 2], op=hvd.Sum, name="c.gar")
+    if not (torch.equal(g[0].cpu(), want) and torch.equal(g[1].cpu(), want * 2)):
+        errs.append("grouped_allreduce")
+    ga = hvd.allgather(torch.full((r + 1, 2), float(r), dtype=torch.float64, device=dev),
+                       name="c.ag")
+    want_ga = torch.cat([torch.full((k + 1, 2), float(k), dtype=torch.float64)
+                         for k in range(n)])
+    if ga.device != x.device or not torch.equal(ga.cpu(), want_ga):
+        errs.append("allgather")
+    b = hvd.broadcast(torch.full((3,), float(r), device=dev), root_rank=n - 1, name="c.bc")
+    if not torch.equal(b.cpu(), torch.full((3,), float(n - 1))):
+        errs.append("broadcast")
+    a = hvd.alltoall(torch.full((n,), float(r), device=dev), name="c.a2a")
+    if not torch.equal(a.cpu(), torch.arange(n, dtype=torch.float32)):
+        errs.append("alltoall")
+    rs = hvd.reducescatter(torch.ones(2 * n, device=dev), op=hvd.Sum, name="c.rs")
+    if rs.device != x.device or not torch.equal(rs.cpu(), torch.full((2,), float(n))):
+        errs.append("reducescatter")
+    sp = torch.sparse_coo_tensor([[r, 5]], [1.0, 2.0], (8,), device=dev)
+    s = hvd.sparse_allreduce(sp, op=hvd.Sum, name="c.sparse").to_dense().cpu()
+    want_s = torch.zeros(8)
+    for k in range(n):
+        want_s[k] += 1
+    want_s[5] += 2 * n
+    if not torch.equal(s, want_s):
+        errs.append("sparse_allreduce")
+    record(out, "collectives", not errs, wrong=errs)
+
+
+def check_stream(dev, out, rounds=100):
+    """The producer's stream is busy with a long kernel before it writes the tensor: the
+    runtime must read the tensor after that write, every time."""
+    s = torch.cuda.Stream(device=dev)
+    right = 0
+    for i in range(rounds):
+        x = torch.zeros(1 << 16, device=dev)
+        torch.cuda.current_stream(dev).synchronize()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(2_000_000)  # a few milliseconds of GPU time
+            x.fill_(float(i + hvd.rank()))
+            y = hvd.allreduce(x, op=hvd.Sum, name="stream.%d" % i)
+            got = y[:4].cpu()  # read on s, after the result
+        want = float(i * hvd.size() + hvd.size() * (hvd.size() - 1) // 2)
+        right += int(torch.all(got == want))
+    record(out, "stream", right == rounds, right=right, of=rounds)
+
+
+def check_memory(dev, out, ops=1000):
+    """1000 operations leave GPU memory where it was."""
+    x = torch.ones(1 << 18, device=dev)
+    for i in range(20):  # warm: the caching allocator and the pinned pool reach their sizes
+        hvd.allreduce_(x, name="mem.%d" % (i % 4))
+        hvd.allgather(x[:1000], name="mem.g")
+    torch.cuda.synchronize(dev)
+    before = torch.cuda.memory_allocated(dev)
+    for i in range(ops):
+        hvd.allreduce_(x, op=hvd.Average, name="mem.%d" % (i % 4))
+        if i % 10 == 0:
+            hvd.allgather(x[:1000], name="mem.g")
+    torch.cuda.synchronize(dev)
+    after = torch.cuda.memory_allocated(dev)
+    record(out, "memory", after == before, allocated_before=before, allocated_after=after,
+           ops=ops)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc1 = torch.nn.Linear(8 * 8 * 8, 64)
+        self.fc2 = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv(x)), 2)
+        return self.fc2(F.relu(self.fc1(h.flatten(1))))
+
+
+def train(dev, kind, steps=6):
+    """Parameters after steps of SGD with momentum through DistributedOptimizer (kind: plain,
+    dear or topk), float64, the same data per rank on every device."""
+    torch.manual_seed(0)
+    model = Net().double().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    extra = {"dear": dict(pipeline="dear", model=model),
+             "topk": dict(compression=hvd.Compression.topk(0.1, min_numel=100)),
+             "plain": {}}[kind]
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), **extra)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    g = torch.Generator().manual_seed(11 + hvd.rank())
+    for _ in range(steps):
+        x = torch.randn(16, 3, 16, 16, generator=g, dtype=torch.float64).to(dev)
+        y = torch.randint(0, 10, (16,), generator=g).to(dev)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    if kind == "dear":
+        opt.synchronize()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+def check_training(dev, out):
+    """The ordinary optimizer, DeAR and top-k on the device end where the CPU run ends."""
+    for kind in ("plain", "dear", "topk"):
+        on_dev, on_cpu = train(dev, kind), train("cpu", kind)
+        diff = max(float((a - b).abs().max()) for a, b in zip(on_dev, on_cpu))
+        record(out, "training." + kind, diff <= 1e-9, max_abs_difference=diff)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(fn, reps):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2], times[0], times[-1]
+
+
+def bench(dev, out, sizes_mib=(1, 4, 16, 64), reps=20):
+    """Allreduce of float32 CUDA tensors through hvd (host-staged) against torch.distributed's
+    gloo on the same tensors, same job, alternating; bus bandwidth from the median."""
+    import torch.distributed as dist
+    port = hvd.broadcast_object(free_port() if hvd.rank() == 0 else 0, root_rank=0,
+                                name="bench.port")
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=hvd.rank(), world_size=hvd.size())
+    n = hvd.size()
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda d: None)
+    for mib in sizes_mib:
+        x = torch.ones(mib << 18, device=dev)
+        factor = 2 * (n - 1) / n if n > 1 else 1.0
+        for _ in range(3):
+            hvd.allreduce_(x, name="bench.%d" % mib)
+            dist.all_reduce(x)
+        sync(dev)
+
+        def ours():
+            hvd.allreduce_(x, name="bench.%d" % mib)
+            sync(dev)
+
+        def gloo():
+            dist.all_reduce(x)
+            sync(dev)
+        a = timed(ours, reps)
+        b = timed(gloo, reps)
+        bw = lambda t: factor * x.numel() * 4 / t / 1e9  # noqa: E731
+        record(out, "bench.%dMiB" % mib, True, hvdsparse_busbw_GBps=round(bw(a[0]), 3),
+               gloo_busbw_GBps=round(bw(b[0]), 3), ratio=round(b[0] / a[0], 3),
+               hvdsparse_ms=[round(t * 1e3, 3) for t in a],
+               gloo_ms=[round(t * 1e3, 3) for t in b])
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--checks", default="collectives,stream,memory,training")
+    ap.add_argument("--bench", action="store_true")
+    args = ap.parse_args()
+    hvd.init()
+    dev = torch.device("cuda:0") if args.device == "cuda" else torch.device("cpu")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if hvd.rank() == 0:
+        os.makedirs(args.out, exist_ok=True)
+        print("torch %s, CUDA %s, hvdsparse NCCL %d, %d ranks on %s" % (
+            torch.__version__, torch.version.cuda, hvd.nccl_built(), hvd.size(), dev),
+            flush=True)
+    checks = {"collectives": check_collectives, "stream": check_stream,
+              "memory": check_memory, "training": check_training}
+    for name in args.checks.split(","):
+        if dev.type == "cpu" and name in ("stream", "memory"):
+            continue
+        checks[name](dev, args.out)
+    if args.bench:
+        bench(dev, args.out)
+    hvd.shutdown()
+    raise SystemExit(len(failures))
+
+
+if __name__ == "__main__":
+    main()
