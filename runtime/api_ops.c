@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_route.h"
 #include "device_staging.h"
 #include "device_support.h"
 #include "enqueue.h"
@@ -252,9 +253,11 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     es[made]->input = inputs[made];
     es[made]->output = outputs ? outputs[made] : inputs[made];
     es[made]->ordered = ordered;
+    int64_t stream = OPT_HAS(o, stream) ? o->stream : 0;
     if (inputs[made].device >= 0 &&
-        (rc = hvds__stage_entry(es[made], OPT_HAS(o, stream) ? o->stream : 0, rt->rank, what)) !=
-            HVDS_SUCCESS) {
+        (rc = hvds__device_routed(type, o->op)
+                  ? hvds__device_route_enqueue(es[made], stream, rt->rank, what)
+                  : hvds__stage_entry(es[made], stream, rt->rank, what)) != HVDS_SUCCESS) {
       made++; /* freed below */
       break;
     }

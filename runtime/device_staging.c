@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "device_library.h"
+#include "device_route.h"
 #include "device_support.h"
 #include "log.h"
 #include "param.h"
@@ -30,15 +31,15 @@ static size_t tensor_bytes(const hvds_tensor_t* t) {
   return n;
 }
 
-/* Says once, on rank 0, how GPU tensors travel; a request for NCCL is answered with a warning. */
+/* Says once, on rank 0, how GPU tensors travel. */
 static void announce(int rank) {
   static atomic_int said;
   if (rank != 0 || atomic_exchange(&said, 1)) return;
   const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
-  if (mode != NULL && strcasecmp(mode, "nccl") == 0)
-    HVDS_WARN(
-        "GPU_OPERATIONS=%s: this version has no NCCL route for GPU tensors yet; they are "
-        "staged through host memory (HVDSPARSE_GPU_OPERATIONS=host)",
+  if (hvds__gpu_operations() == HVDS_GPU_OPS_NCCL)
+    HVDS_INFO(
+        "GPU_OPERATIONS=%s: GPU allreduces run by NCCL; the other GPU operations are "
+        "staged through page-locked host memory",
         mode);
   else
     HVDS_INFO(
@@ -53,8 +54,7 @@ static int is_gathered(int32_t type) {
 
 hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const char* what) {
   const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
-  if (mode != NULL && strcasecmp(mode, "host") != 0 && strcasecmp(mode, "auto") != 0 &&
-      strcasecmp(mode, "nccl") != 0)
+  if (hvds__gpu_operations() == HVDS_GPU_OPS_INVALID)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "GPU_OPERATIONS=%s is not one of host, nccl, auto (tensor '%s')", mode,
                            e->name);

@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "collectives.h"
 #include "coordinator.h"
+#include "device_route.h"
 #include "device_staging.h"
 #include "handle.h"
 #include "log.h"
@@ -22,6 +23,7 @@ void hvds__entry_free(hvds_entry_t* e) {
   free(e->splits);
   free(e->ps_ranks);
   hvds__staging_free(e->staging);
+  hvds__device_event_free(e->ready_event);
   free(e);
 }
 
@@ -208,6 +210,8 @@ static hvds_result_t allreduce_adasum(hvds_pset_t* s, hvds_response_t* r, void* 
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
+  if (r->device == HVDS_DEVICE_CLASS_GPU && hvds__device_routed(r->type, r->reduce_op))
+    return hvds__exec_device_allreduce(s, r, x);
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];

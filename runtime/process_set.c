@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "controller.h"
+#include "device_route.h"
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
@@ -58,6 +59,7 @@ fail:
 
 void hvds__pset_destroy(hvds_pset_t* s) {
   if (s == NULL) return;
+  hvds__device_comm_free(s);  // waits for its operations, whose completions need the set
   if (s->id != 0 && s->comm) hvds__p2p_destroy(s->comm);
   hvds__cache_free(&s->cache);
   free(s->bit_entry);

@@ -56,6 +56,7 @@ typedef struct hvds_entry {
   void* alloc_ctx;
   int32_t process_set;
   struct hvds_staging* staging; /* a GPU tensor's host copies (device_staging.h), owned; or NULL */
+  void* ready_event;            /* a routed GPU tensor's ready event (device_route.h), owned */
   hvds_handle_rec_t* handle;  /* completion target */
   int32_t index;              /* position within the handle's outputs */
   double enqueue_time;        /* seconds, monotonic */
@@ -125,6 +126,7 @@ typedef struct hvds_pset {
   int all_stuck;              /* coord: every member was stuck (stall.h) in the last cycle */
   uint64_t slow_rounds;       /* coord: cycles that took the slow path (requests to rank 0) */
   uint64_t cache_hits;        /* coord: tensors the fast path ran from the response cache */
+  void* device_comm;          /* coord: the NCCL route's communicator (device_route.h), or NULL */
 } hvds_pset_t;
 
 typedef struct hvds_runtime {
@@ -191,6 +193,8 @@ typedef struct hvds_runtime {
   size_t nfree;
 
   void* fusion_buf;              /* coord: reused across cycles */
+  void* device_context;          /* coord: the NCCL route's GPU context (device_route.h) */
+  int device_index;              /* coord: its GPU */
   size_t fusion_cap;
   struct hvds_timeline* timeline;/* coord */
   int mark_cycles;               /* coord */

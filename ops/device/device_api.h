@@ -15,11 +15,18 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 2
+#define HVDS_DEVICE_API_VERSION 3
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
 #define HVDS_DEVICE_MIN_NCCL_VERSION 21400
+
+/* Sends bytes of buf from rank root of a group to its other ranks (the runtime's control
+ * plane); blocks; 0 on success. */
+typedef int (*hvds_device_bcast_fn)(void* bctx, void* buf, size_t bytes, int root);
+/* An operation's completion, on the library's completion thread: status 0 (HVDS_SUCCESS) or
+ * the failure (an hvds_result_t) with its message, valid during the call. */
+typedef void (*hvds_device_done_fn)(void* arg, int status, const char* message);
 
 typedef struct {
   int version; /* HVDS_DEVICE_API_VERSION */
@@ -43,6 +50,31 @@ typedef struct {
    * so that the host memory may be reused and later work on stream sees the bytes. */
   int (*copy_to_device)(void* device_memory, const void* host, size_t bytes, int device,
                         int64_t stream, char* why, size_t why_len);
+
+  /* Version 3: the NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl). */
+  /* GPU device's context (its stream and completion thread), made on the first call and kept
+   * for the process; NULL with why. timeout_ms > 0: an operation still running that long after
+   * the one before it completed fails and aborts its communicator. */
+  void* (*context)(int device, int timeout_ms, char* why, size_t why_len);
+  /* The communicator of a group of size ranks in which this is rank: every rank of the group
+   * calls it; rank 0's NCCL id reaches the others by bcast. NULL with why. */
+  void* (*comm_create)(void* context, int rank, int size, hvds_device_bcast_fn bcast, void* bctx,
+                       char* why, size_t why_len);
+  /* Waits for the communicator's operations (their done calls returned), then frees it. */
+  void (*comm_destroy)(void* comm);
+  /* An event recorded now on stream of device: the producer's inputs are ready when it
+   * completes. NULL with why. Freed by event_free, which may come before it completed. */
+  void* (*ready_event)(int device, int64_t stream, char* why, size_t why_len);
+  void (*event_free)(void* event);
+  /* The fused allreduce of n tensors (counts[i] elements of dtype, an hvds_dtype_t; inputs[i]
+   * NULL contributes zeros, outputs[i] may equal inputs[i]): times prescale, reduced with op
+   * (an hvds_reduce_op_t; Average divides by the group's size), times postscale. The
+   * context's stream waits for the nready events first; done is called when the results are
+   * in place. -1 with why when nothing was enqueued (done is then never called). */
+  int (*allreduce)(void* comm, const void* const* inputs, void* const* outputs,
+                   const size_t* counts, int n, int dtype, int op, double prescale,
+                   double postscale, void* const* ready, int nready, hvds_device_done_fn done,
+                   void* done_arg, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

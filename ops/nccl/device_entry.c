@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "device_api.h"
+#include "device_route.h"
 #include "nccl_backend.h"
 
 static int cuda_runtime_version(void) {
@@ -80,6 +81,12 @@ static const hvds_device_api_t table = {
     .host_free = host_free,
     .copy_to_host = copy_to_host,
     .copy_to_device = copy_to_device,
+    .context = hvds__route_context,
+    .comm_create = hvds__route_comm_create,
+    .comm_destroy = hvds__route_comm_destroy,
+    .ready_event = hvds__route_ready_event,
+    .event_free = hvds__route_event_free,
+    .allreduce = hvds__route_allreduce,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

@@ -95,7 +95,7 @@ TEST(DeviceLibrary, EachLibraryIsTakenOrRefusedWithItsReason) {
        "tensor 'grad.fc1' is on device 0, but this installation has no GPU support "
        "(/nonexistent/libhvdsparse_device.so: cannot open"},
       {"another interface version", FAKE_LIBRARY_OTHER_VERSION, 0, 0,
-       "not a device library of this version (interface 99, want 2)"},
+       "not a device library of this version (interface 99, want 3)"},
       {"NCCL too old", FAKE_LIBRARY_OLD_NCCL, 0, 0,
        "the NCCL it resolved is version 21000, older than 21400"},
       {"taken", FAKE_LIBRARY_GOOD, 1, 22809,

@@ -5,17 +5,13 @@
  * test. Tests reach the fake_device_* functions by opening this library themselves (the loader's
  * copy is the same one). It proves the runtime's control flow over GPU tensors, not CUDA's. */
 #define _GNU_SOURCE
-#include "fake_device_library.h"
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "device_api.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include "fake_device_internal.h"
 
 enum { kMaxAllocations = 4096 };
 
@@ -106,9 +102,22 @@ static int copy_to_device(void* device_memory, const void* host, size_t bytes, i
   return copy(device_memory, host, device_memory, bytes, device, stream, 0, why, why_len);
 }
 
-static const hvds_device_api_t table = {FAKE_API_VERSION, nccl_version,  cuda_runtime_version,
-                                        device_count,     host_alloc,    host_free,
-                                        copy_to_host,     copy_to_device};
+static const hvds_device_api_t table = {
+    .version = FAKE_API_VERSION,
+    .nccl_version = nccl_version,
+    .cuda_runtime_version = cuda_runtime_version,
+    .device_count = device_count,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .copy_to_host = copy_to_host,
+    .copy_to_device = copy_to_device,
+    .context = fake_route_context,
+    .comm_create = fake_route_comm_create,
+    .comm_destroy = fake_route_comm_destroy,
+    .ready_event = fake_route_ready_event,
+    .event_free = fake_route_event_free,
+    .allreduce = fake_route_allreduce,
+};
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }
 
@@ -150,6 +159,22 @@ static void direct_copy(void* dst, const void* src, const void* device_memory, s
     mprotect(a->base, a->len, PROT_NONE);
   }
   pthread_mutex_unlock(&mu);
+}
+
+void fake_device_read_memory(void* host, const void* device_memory, size_t bytes) {
+  direct_copy(host, device_memory, device_memory, bytes);
+}
+
+void fake_device_write_memory(void* device_memory, const void* host, size_t bytes) {
+  direct_copy(device_memory, host, device_memory, bytes);
+}
+
+int fake_device_of(const void* p) {
+  pthread_mutex_lock(&mu);
+  allocation_t* a = find(p, 0);
+  int device = a != NULL ? a->device : -1;
+  pthread_mutex_unlock(&mu);
+  return device;
 }
 
 EXPORT void fake_device_write(void* device_memory, const void* host, size_t bytes) {

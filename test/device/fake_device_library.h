@@ -21,6 +21,21 @@ typedef void (*fake_device_free_fn)(void* p);
 typedef void (*fake_device_write_fn)(void* device_memory, const void* host, size_t bytes);
 typedef void (*fake_device_read_fn)(void* host, const void* device_memory, size_t bytes);
 typedef fake_device_stats_t (*fake_device_stats_fn)(void);
+typedef struct {
+  long calls;  /* allreduces launched through the route */
+  long rounds; /* rounds completed (every rank's call of one allreduce) */
+  long comms;  /* communicators alive */
+  long events; /* ready events alive */
+  int last_call_tensors, last_call_ready_events;
+  int64_t last_event_stream; /* the stream of the last ready event recorded */
+  int64_t last_ready_stream; /* the stream of the first ready event of the last call */
+} fake_route_stats_t;
+typedef fake_route_stats_t (*fake_device_route_stats_fn)(void);
+/* hold 1: launched allreduces wait (no completion) until hold 0. */
+typedef void (*fake_device_hold_fn)(int hold);
+/* From now on, the allreduces with a tensor on GPU device fail on every rank (-2: none). */
+typedef void (*fake_device_fail_route_fn)(int device);
+
 /* From now on, GPU device's copies to the host (to_host) and to the GPU (to_device) fail;
  * device -2: none. */
 typedef void (*fake_device_fail_copies_fn)(int device, int to_host, int to_device);

@@ -8,7 +8,9 @@
 #   5. torch_gpu_checks.py   PyTorch CUDA tensors through the runtime (host-staged): every
 #      collective, a producer stream delayed by a long kernel, GPU memory over 1000 operations,
 #      DistributedOptimizer / DeAR / top-k training against the CPU, at np 1; then np 2 on the
-#      one GPU with the bandwidth against torch.distributed's gloo on the same CUDA tensors
+#      one GPU with the bandwidth against torch.distributed's gloo on the same CUDA tensors; then
+#      the checks again at np 1 on the NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl) with its
+#      figures against torch.distributed's NCCL
 # Figures go to $HVDS_GPU_OUT (default BUILD/gpu-figures): torch_gpu.jsonl and the logs.
 # Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
 # meant to stay under 8 minutes on one GPU with a few cores.
@@ -82,8 +84,9 @@ torch_run() {  # torch_run LIMIT NP ARGS...: the checks under the launcher
 }
 if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'NCCL', torch.cuda.nccl.version())"
-  torch_run 180 1
-  torch_run 180 2 --checks collectives,stream,training --bench
+  torch_run 150 1
+  torch_run 150 2 --checks collectives,stream,training --bench
+  HVDSPARSE_GPU_OPERATIONS=nccl torch_run 150 1 --bench-nccl
 else
   echo "=== torch_gpu_checks: skipped: $PY has no torch that sees a GPU"
   fail=1

@@ -4,6 +4,11 @@ path (docs/gpu.md). Each check prints one line and appends its figures to OUT/to
 the exit status is the number of failed checks.
 
   python torch_gpu_checks.py --out DIR [--checks collectives,stream,memory,training] [--bench]
+      [--bench-nccl]
+
+With HVDSPARSE_GPU_OPERATIONS=nccl the allreduces take the NCCL route instead of staging;
+--bench-nccl (np 1, that route) compares hvd.allreduce with torch.distributed's NCCL, a fused
+allreduce of 64 tensors with one of their size, and a small ResNet's step with the bare loop.
 
 --device cpu runs the same checks on CPU tensors: a dry run of this script's own logic where
 there is no GPU (the stream and memory checks need CUDA and are left out there)."""
@@ -202,12 +207,107 @@ def bench(dev, out, sizes_mib=(1, 4, 16, 64), reps=20):
     dist.destroy_process_group()
 
 
+class Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.na, self.nb = torch.nn.BatchNorm2d(c), torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(x + self.nb(self.b(F.relu(self.na(self.a(x))))))
+
+
+def small_resnet():
+    """A ResNet of 6 residual blocks for 32x32 images (1.4 M parameters)."""
+    layers = [torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU()]
+    for c_in, c in ((64, 64), (64, 128), (128, 128)):
+        if c_in != c:
+            layers += [torch.nn.Conv2d(c_in, c, 3, stride=2, padding=1), torch.nn.ReLU()]
+        layers += [Block(c), Block(c)]
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, 10)]
+    return torch.nn.Sequential(*layers)
+
+
+def bench_nccl(dev, out, reps=30):
+    """np 1 on the NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl): hvd.allreduce against
+    torch.distributed's NCCL on the same CUDA buffers, 64 tensors of 256 KiB against one of
+    16 MiB, and a small ResNet's step with DistributedOptimizer against the bare loop."""
+    import torch.distributed as dist
+    dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % free_port(), rank=0,
+                            world_size=1)
+    sync = torch.cuda.synchronize
+    for size in (4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20):
+        x = torch.ones(size // 4, device=dev)
+        for _ in range(5):
+            hvd.allreduce(x, name="nb.%d" % size)
+            dist.all_reduce(x)
+        sync(dev)
+
+        def ours():
+            hvd.allreduce(x, name="nb.%d" % size, op=hvd.Sum)
+            sync(dev)
+
+        def ours_in_place():
+            hvd.allreduce_(x, name="nb.%d" % size, op=hvd.Sum)
+            sync(dev)
+
+        def theirs():
+            dist.all_reduce(x)
+            sync(dev)
+        a, b, c = timed(ours, reps), timed(ours_in_place, reps), timed(theirs, reps)
+        record(out, "nccl.%dB" % size, True, hvdsparse_us=round(a[0] * 1e6, 1),
+               hvdsparse_in_place_us=round(b[0] * 1e6, 1), torch_nccl_us=round(c[0] * 1e6, 1),
+               algbw_ratio=round(c[0] / a[0], 3), extra_us=round((a[0] - c[0]) * 1e6, 1),
+               spreads_us=[[round(t * 1e6, 1) for t in v] for v in (a, b, c)])
+    parts = [torch.ones(64 << 10, device=dev) for _ in range(64)]
+    whole = torch.ones(4 << 20, device=dev)
+
+    def fused():
+        hvd.grouped_allreduce_(parts, name="nb.parts", op=hvd.Sum)
+        sync(dev)
+
+    def single():
+        hvd.allreduce_(whole, name="nb.whole", op=hvd.Sum)
+        sync(dev)
+    for _ in range(3):
+        fused(), single()
+    f, s = timed(fused, reps), timed(single, reps)
+    record(out, "nccl.fused64x256KiB", f[0] <= 1.3 * s[0], fused_us=round(f[0] * 1e6, 1),
+           single_16MiB_us=round(s[0] * 1e6, 1), ratio=round(f[0] / s[0], 3))
+    torch.manual_seed(0)
+    model = small_resnet().to(dev)
+    data = torch.randn(64, 3, 32, 32, device=dev)
+    labels = torch.randint(0, 10, (64,), device=dev)
+    bare = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    wrapped = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+                                       named_parameters=model.named_parameters())
+
+    def step(opt):
+        opt.zero_grad()
+        F.cross_entropy(model(data), labels).backward()
+        opt.step()
+        sync(dev)
+    for _ in range(5):
+        step(bare), step(wrapped)
+    times = {"bare": [], "hvd": []}
+    for _ in range(5):  # alternating blocks of 10 steps
+        for name, opt in (("bare", bare), ("hvd", wrapped)):
+            t = timed(lambda: step(opt), 10)
+            times[name].append(t[0])
+    bare_ms, hvd_ms = sorted(times["bare"])[2] * 1e3, sorted(times["hvd"])[2] * 1e3
+    record(out, "nccl.resnet_step", hvd_ms <= 1.05 * bare_ms, bare_ms=round(bare_ms, 3),
+           hvdsparse_ms=round(hvd_ms, 3), ratio=round(hvd_ms / bare_ms, 3))
+    dist.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--checks", default="collectives,stream,memory,training")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--bench-nccl", action="store_true")
     args = ap.parse_args()
     hvd.init()
     dev = torch.device("cuda:0") if args.device == "cuda" else torch.device("cpu")
@@ -226,6 +326,8 @@ def main():
         checks[name](dev, args.out)
     if args.bench:
         bench(dev, args.out)
+    if args.bench_nccl:
+        bench_nccl(dev, args.out)
     hvd.shutdown()
     raise SystemExit(len(failures))
 

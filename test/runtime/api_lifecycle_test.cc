@@ -123,8 +123,12 @@ TEST_F(Queue, BadInputIsRefusedWithAMessage) {
   t.data = nullptr;
   EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_ARGUMENT);
   t = Floats(a);
-  t.device = 0;
-  EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_NOT_SUPPORTED);
+  t.device = 0;  // host memory said to be on GPU 0: no device library, or CUDA refuses it
+  EXPECT_NE(hvds_allreduce_async(&t, &t, &o, &h), HVDS_SUCCESS);
+  EXPECT_NE(std::string(hvds_last_error()).find("'bad'"), std::string::npos) << hvds_last_error();
+  t.device = -2;
+  EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hvds_last_error()).find("neither the CPU"), std::string::npos);
   t = Floats(a);
   o.op = HVDS_ADASUM;  // reduces floating-point tensors only
   t.dtype = HVDS_INT32;

@@ -1,0 +1,199 @@
+/* The NCCL route of the device library (device_api.h version 3): contexts kept per GPU for the
+ * process, communicators, ready events, and the fused allreduce with its device fusion
+ * buffer, over the backend of nccl_backend.h. */
+#include "device_route.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nccl_backend.h"
+
+enum { kMaxDevices = 64 };
+
+/* One GPU's context and its fusion buffer, grown only when an allreduce needs more. */
+typedef struct {
+  hvds_nccl_ctx_t* ctx;
+  void* fusion;
+  size_t fusion_bytes;
+  pthread_mutex_t mu; /* the fusion buffer's growth */
+} device_state_t;
+
+static pthread_mutex_t contexts_mu = PTHREAD_MUTEX_INITIALIZER;
+static device_state_t devices[kMaxDevices];
+
+static void say(char* why, size_t why_len, const char* fmt, const char* detail) {
+  if (why != NULL && why_len > 0) snprintf(why, why_len, fmt, detail);
+}
+
+void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len) {
+  if (device < 0 || device >= kMaxDevices) {
+    say(why, why_len, "%s", "GPU index outside 0..63");
+    return NULL;
+  }
+  pthread_mutex_lock(&contexts_mu);
+  device_state_t* d = &devices[device];
+  if (d->ctx == NULL) {
+    hvds_result_t rc = hvds__nccl_ctx_create(device, timeout_ms, &d->ctx);
+    if (rc != HVDS_SUCCESS)
+      say(why, why_len,
+          "creating the GPU's stream and completion "
+          "thread failed: %s",
+          hvds_result_str(rc));
+    else
+      pthread_mutex_init(&d->mu, NULL);
+  }
+  pthread_mutex_unlock(&contexts_mu);
+  return d->ctx != NULL ? d : NULL;
+}
+
+/* The control plane's broadcast behind the backend's callback type. */
+typedef struct {
+  hvds_device_bcast_fn bcast;
+  void* bctx;
+} bcast_t;
+
+static hvds_result_t bcast_through(void* arg, void* buf, size_t bytes, int root) {
+  const bcast_t* b = arg;
+  return b->bcast(b->bctx, buf, bytes, root) == 0 ? HVDS_SUCCESS : HVDS_REMOTE_ERROR;
+}
+
+/* A communicator and the GPU it runs on. */
+typedef struct {
+  hvds_nccl_comm_t* comm;
+  device_state_t* device;
+} route_comm_t;
+
+void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
+                              void* bctx, char* why, size_t why_len) {
+  device_state_t* d = context;
+  route_comm_t* c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    say(why, why_len, "%s", "out of memory");
+    return NULL;
+  }
+  bcast_t b = {bcast, bctx};
+  hvds_result_t rc = hvds__nccl_comm_create(d->ctx, rank, size, bcast_through, &b, &c->comm);
+  if (rc != HVDS_SUCCESS) {
+    say(why, why_len, "creating the NCCL communicator failed: %s (the log has NCCL's reason)",
+        hvds_result_str(rc));
+    free(c);
+    return NULL;
+  }
+  c->device = d;
+  return c;
+}
+
+void hvds__route_comm_destroy(void* comm) {
+  route_comm_t* c = comm;
+  if (c == NULL) return;
+  hvds__nccl_comm_destroy(c->comm);
+  free(c);
+}
+
+void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_len) {
+  cudaEvent_t ev = NULL;
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ev, (cudaStream_t)(intptr_t)stream);
+  if (e != cudaSuccess) {
+    say(why, why_len, "recording the ready event failed: %s", cudaGetErrorString(e));
+    if (ev != NULL) cudaEventDestroy(ev);
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return ev;
+}
+
+void hvds__route_event_free(void* event) {
+  if (event != NULL) cudaEventDestroy((cudaEvent_t)event);  // CUDA frees it once it completed
+}
+
+/* The device's fusion buffer of at least bytes; growing waits for the work using the old one. */
+static void* fusion_buffer(device_state_t* d, size_t bytes, char* why, size_t why_len) {
+  pthread_mutex_lock(&d->mu);
+  if (d->fusion_bytes < bytes) {
+    hvds__nccl_ctx_sync(d->ctx);
+    cudaFree(d->fusion);
+    d->fusion = NULL;
+    d->fusion_bytes = 0;
+    cudaError_t e = cudaSetDevice(hvds__nccl_ctx_device(d->ctx));
+    if (e == cudaSuccess) e = cudaMalloc(&d->fusion, bytes);
+    if (e != cudaSuccess) {
+      say(why, why_len, "allocating the GPU fusion buffer failed: %s", cudaGetErrorString(e));
+      d->fusion = NULL;
+      (void)cudaGetLastError();
+    } else {
+      d->fusion_bytes = bytes;
+    }
+  }
+  void* p = d->fusion;
+  pthread_mutex_unlock(&d->mu);
+  return p;
+}
+
+/* The caller's completion behind the backend's callback type. */
+typedef struct {
+  hvds_device_done_fn done;
+  void* arg;
+} completion_t;
+
+static void complete(void* arg, hvds_result_t status, const char* message) {
+  completion_t c = *(completion_t*)arg;
+  free(arg);
+  c.done(c.arg, (int)status, message);
+}
+
+int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
+                          const size_t* counts, int n, int dtype, int op, double prescale,
+                          double postscale, void* const* ready, int nready,
+                          hvds_device_done_fn done, void* done_arg, char* why, size_t why_len) {
+  route_comm_t* c = comm;
+  completion_t* completion = malloc(sizeof(*completion));
+  if (completion == NULL) {
+    say(why, why_len, "%s", "out of memory");
+    return -1;
+  }
+  *completion = (completion_t){done, done_arg};
+  hvds_nccl_call_t call = {ready, nready, complete, completion};
+  hvds_result_t rc = HVDS_SUCCESS;
+  if (n == 1 && inputs[0] != NULL) {
+    rc = hvds__nccl_allreduce(c->comm, inputs[0], outputs[0], counts[0], (hvds_dtype_t)dtype,
+                              (hvds_reduce_op_t)op, prescale, postscale, &call);
+  } else {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += counts[i];
+    void* fusion =
+        fusion_buffer(c->device, total * hvds_dtype_size((hvds_dtype_t)dtype), why, why_len);
+    if (fusion == NULL) {
+      free(completion);
+      return -1;
+    }
+    hvds_cuda_buf_t stack_in[64], stack_out[64];
+    hvds_cuda_buf_t* in = n <= 64 ? stack_in : malloc((size_t)n * sizeof(*in));
+    hvds_cuda_buf_t* out = n <= 64 ? stack_out : malloc((size_t)n * sizeof(*out));
+    if (in == NULL || out == NULL) {
+      if (in != stack_in) free(in);
+      if (out != stack_out) free(out);
+      free(completion);
+      say(why, why_len, "%s", "out of memory");
+      return -1;
+    }
+    for (int i = 0; i < n; i++) {
+      in[i] = (hvds_cuda_buf_t){(void*)inputs[i], counts[i]};
+      out[i] = (hvds_cuda_buf_t){outputs[i], counts[i]};
+    }
+    rc = hvds__nccl_allreduce_fused(c->comm, in, out, n, fusion, (hvds_dtype_t)dtype,
+                                    (hvds_reduce_op_t)op, prescale, postscale, &call);
+    if (in != stack_in) free(in);
+    if (out != stack_out) free(out);
+  }
+  if (rc != HVDS_SUCCESS) {  // nothing was enqueued: done will not be called
+    free(completion);
+    const char* err = hvds__nccl_comm_error(c->comm);
+    say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,28 @@
+/* The NCCL route's entries of the device library's table (device_api.h version 3). */
+#ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_H_
+#define HVDS_OPS_NCCL_DEVICE_ROUTE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len);
+void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
+                              void* bctx, char* why, size_t why_len);
+void hvds__route_comm_destroy(void* comm);
+void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_len);
+void hvds__route_event_free(void* event);
+int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
+                          const size_t* counts, int n, int dtype, int op, double prescale,
+                          double postscale, void* const* ready, int nready,
+                          hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_OPS_NCCL_DEVICE_ROUTE_H_ */

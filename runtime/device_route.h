@@ -1,0 +1,47 @@
+/* GPU tensors run by the device library's NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl,
+ * docs/gpu.md): allreduce only so far; every other GPU operation is staged through host memory
+ * (device_staging.h). At enqueue the producer's stream gets a ready event; at execution the
+ * fused allreduce is launched on the GPU's own stream, which waits for those events, and the
+ * entries complete from the library's completion thread, so the cycle never waits for the
+ * GPU. */
+#ifndef HVDS_RUNTIME_DEVICE_ROUTE_H_
+#define HVDS_RUNTIME_DEVICE_ROUTE_H_
+
+#include <stdint.h>
+
+#include "execute.h"
+#include "state.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What HVDSPARSE_GPU_OPERATIONS asks for. */
+typedef enum {
+  HVDS_GPU_OPS_HOST = 0,
+  HVDS_GPU_OPS_NCCL = 1,
+  HVDS_GPU_OPS_INVALID = 2
+} hvds_gpu_ops_t;
+hvds_gpu_ops_t hvds__gpu_operations(void);
+
+/* Whether GPU tensors of operation type with op go through the route rather than staging. The
+ * knob must be the same on every rank, as it decides which collective runs. */
+int hvds__device_routed(int32_t type, hvds_reduce_op_t op);
+
+/* At enqueue, for a routed entry: records its ready event on stream. rank and what name a
+ * failure (recorded with hvds_last_error). */
+hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
+                                         const char* what);
+
+/* Runs the allreduce r of set s (GPU tensors, routed) through the library: launches it and
+ * hands x's entries to its completion, or fails them here with the reason. */
+hvds_result_t hvds__exec_device_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
+
+/* Frees an entry's ready event; the set's communicator, after its operations completed. */
+void hvds__device_event_free(void* event);
+void hvds__device_comm_free(hvds_pset_t* s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HVDS_RUNTIME_DEVICE_ROUTE_H_ */

@@ -1,0 +1,154 @@
+// GPU allreduces run by the device library's NCCL route (runtime/device_route.h,
+// HVDSPARSE_GPU_OPERATIONS=nccl), over the fake library: its "NCCL" reduces the ranks' fake GPU
+// memory on a completion thread of its own. Control flow only: fused launches, ready events on
+// the producer's stream, completion off the cycle's thread, failures on every rank, joined
+// ranks, communicators and events freed. NCCL itself is checked by `make test-gpu`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_tensors.h"
+
+namespace {
+
+using namespace hvds_test;  // NOLINT: the shared helpers of gpu_tensors.h
+
+// Waits without running any cycle until h is done: only the library's thread can finish it.
+bool DoneWithoutCycles(hvds_runtime_t* rt, hvds_handle_t h, double limit_s = 10.0) {
+  double start = hvds__now();
+  while (Peek(rt, h).status == HVDS_IN_PROGRESS) {
+    if (hvds__now() - start > limit_s) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+TEST(DeviceRoute, AFusedAllreduceIsOneLaunchAndCompletesFromTheLibrarysThread) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  auto ranks = std::make_unique<InstanceRanks>(2);
+  ranks->Run([&](int rank, hvds_runtime_t* rt) {
+    DeviceTensor a({1.0f + rank, 2.0f}, rank), b({4.0f, 8.0f * (rank + 1), 1.0f}, rank),
+        c({10.0f * rank}, rank);
+    hvds_tensor_t in[3] = {a.View(), b.View(), c.View()};
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "grads";
+    o.op = HVDS_AVERAGE;
+    o.prescale = 2.0;
+    o.postscale = 0.5;
+    o.stream = 900 + rank;
+    if (rank == 0) Fake::Get().hold(1);
+    ranks->Sync();
+    hvds_handle_t h = 0;
+    ASSERT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 3, in, in, &o, &h), HVDS_SUCCESS)
+        << hvds_last_error();
+    EXPECT_EQ(Fake::Get().route_stats().last_event_stream / 100, 9);  // on the producer's stream
+    ranks->Sync();
+    ranks->CycleUntil(rt, [&] { return Fake::Get().route_stats().calls - before.calls == 2; });
+    fake_route_stats_t launched = Fake::Get().route_stats();
+    EXPECT_EQ(launched.last_call_tensors, 3) << "one launch for the fused tensors";
+    EXPECT_EQ(launched.last_call_ready_events, 3);
+    EXPECT_EQ(Peek(rt, h).status, HVDS_IN_PROGRESS) << "held in the library: not done yet";
+    ranks->Sync();
+    if (rank == 0) Fake::Get().hold(0);
+    EXPECT_TRUE(DoneWithoutCycles(rt, h)) << "the library's completion finishes the handle";
+    EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << Peek(rt, h).message;
+    // The mean of the prescaled inputs, postscaled, in the ranks' own GPU memory.
+    EXPECT_EQ(a.Read(), (std::vector<float>{1.5f, 2.0f}));
+    EXPECT_EQ(b.Read(), (std::vector<float>{4.0f, 12.0f, 1.0f}));
+    EXPECT_EQ(c.Read(), (std::vector<float>{5.0f}));
+    hvds__release(rt, h);
+  });
+  ranks.reset();  // closes the runtimes
+  fake_device_stats_t after = Fake::Get().stats();
+  EXPECT_EQ(after.copies_to_host, copies.copies_to_host) << "nothing was staged";
+  EXPECT_EQ(after.copies_to_device, copies.copies_to_device);
+  EXPECT_EQ(Fake::Get().route_stats().comms, before.comms) << "communicators freed at close";
+}
+
+TEST(DeviceRoute, AnNcclFailureOnOneRankFailsEveryRankNamingIt) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    if (rank == 0) Fake::Get().fail_route(1);
+    ranks.Sync();
+    DeviceTensor t({1, 2}, rank);
+    hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, "grad.fc1", t.View(), nullptr);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] { return Peek(rt, h).status != HVDS_IN_PROGRESS; });
+    EXPECT_EQ(Peek(rt, h).status, HVDS_SYSTEM_ERROR);
+    EXPECT_EQ(Peek(rt, h).message,
+              "NCCL allreduce on rank " + std::to_string(rank) +
+                  ": fake NCCL: unhandled cuda error (injected) on rank 1 of the communicator; it "
+                  "was aborted");
+    hvds__release(rt, h);
+    ranks.Sync();
+    if (rank == 0) Fake::Get().fail_route(-2);
+  });
+}
+
+TEST(DeviceRoute, OtherOperationsAreStagedAndAJoinedRankAddsZerosOnItsGpu) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_device_stats_t before = Fake::Get().stats();
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    DeviceTensor b({1.0f + rank}, rank);
+    hvds_op_options_t ob = HVDS_OP_OPTIONS_INIT;
+    ob.root_rank = 1;
+    hvds_tensor_t bv = b.View();
+    Finish(ranks, rt, Enqueue(rt, HVDS_MSG_BROADCAST, "bcast", bv, &bv, ob), "bcast");
+    EXPECT_EQ(b.Read(), (std::vector<float>{2.0f}));
+    // Rank 1 runs one routed allreduce (its GPU context), then joins; rank 0 reduces alone.
+    DeviceTensor t({3.0f, 4.0f}, rank);
+    Finish(ranks, rt, Enqueue(rt, HVDS_MSG_ALLREDUCE, "warm", t.View(), nullptr), "warm");
+    EXPECT_EQ(t.Read(), (std::vector<float>{6.0f, 8.0f}));
+    hvds_op_options_t twice = HVDS_OP_OPTIONS_INIT;
+    twice.prescale = 2.0;  // so that a result left untouched shows
+    hvds_handle_t h =
+        rank == 0 ? Enqueue(rt, HVDS_MSG_ALLREDUCE, "alone", t.View(), nullptr, twice) : Join(rt);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] { return rank == 1 || Peek(rt, h).status != HVDS_IN_PROGRESS; });
+    if (rank == 0) {
+      EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << Peek(rt, h).message;
+      EXPECT_EQ(t.Read(), (std::vector<float>{12.0f, 16.0f})) << "twice its own, plus zeros";
+    }
+    hvds_handle_t j = rank == 0 ? Join(rt) : h;
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] { return Peek(rt, j).status != HVDS_IN_PROGRESS; });
+    EXPECT_EQ(Peek(rt, j).status, HVDS_SUCCESS) << Peek(rt, j).message;
+    if (rank == 0) hvds__release(rt, h);
+    hvds__release(rt, j);
+  });
+  fake_device_stats_t after = Fake::Get().stats();
+  EXPECT_EQ(after.copies_to_host - before.copies_to_host, 2) << "the broadcast, staged";
+}
+
+TEST(DeviceRoute, ManyOperationsLeaveNoEventsOrCommunicatorsBehind) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_route_stats_t before = Fake::Get().route_stats();
+  {
+    InstanceRanks ranks(2);
+    ranks.Run([&](int rank, hvds_runtime_t* rt) {
+      DeviceTensor t(std::vector<float>(1000, 1.0f + rank), rank);
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      o.op = HVDS_AVERAGE;
+      for (int i = 0; i < 200; i++) {
+        std::string name = "many." + std::to_string(i % 5);
+        hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, name.c_str(), t.View(), nullptr, o);
+        Finish(ranks, rt, h, name.c_str());
+        hvds__release(rt, h);
+      }
+      EXPECT_EQ(t.Read(), std::vector<float>(1000, 1.5f)) << "the mean, kept by every average";
+    });
+  }
+  fake_route_stats_t after = Fake::Get().route_stats();
+  EXPECT_EQ(after.calls - before.calls, 400);
+  EXPECT_EQ(after.events, before.events) << "every ready event freed";
+  EXPECT_EQ(after.comms, before.comms) << "every communicator freed";
+}
+
+}  // namespace

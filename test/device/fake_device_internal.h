@@ -1,0 +1,32 @@
+/* What the fake device library's files share (fake_device_library.c: memory and staging;
+ * fake_device_route.c: the NCCL route). */
+#ifndef HVDS_TEST_FAKE_DEVICE_INTERNAL_H_
+#define HVDS_TEST_FAKE_DEVICE_INTERNAL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device_api.h"
+#include "fake_device_library.h"
+#include "hvdsparse.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The fake GPU memory, read and written by the library itself (not counted as copies). */
+void fake_device_read_memory(void* host, const void* device_memory, size_t bytes);
+void fake_device_write_memory(void* device_memory, const void* host, size_t bytes);
+/* The GPU of the allocation holding p, or -1. */
+int fake_device_of(const void* p);
+
+void* fake_route_context(int device, int timeout_ms, char* why, size_t why_len);
+void* fake_route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
+                             void* bctx, char* why, size_t why_len);
+void fake_route_comm_destroy(void* comm);
+void* fake_route_ready_event(int device, int64_t stream, char* why, size_t why_len);
+void fake_route_event_free(void* event);
+int fake_route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
+                         const size_t* counts, int n, int dtype, int op, double prescale,
+                         double postscale, void* const* ready, int nready, hvds_device_done_fn done,
+                         void* done_arg, char* why, size_t why_len);
+
+#endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

@@ -1,0 +1,269 @@
+/* The fake device library's NCCL route (device_api.h version 3) for ranks that are threads of
+ * one process: a communicator is one group object that rank 0 makes and hands to the others
+ * through the runtime's broadcast; the k-th allreduce of every rank forms round k, which the
+ * group's own completion thread reduces (float32 and float64, in the fake GPU memory) and
+ * completes by calling every rank's done, as NCCL's stream and the backend's completion thread
+ * would. A failure injected on one GPU fails the round on every rank, as an aborted
+ * communicator does. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_device_internal.h"
+
+enum { kMaxRanks = 16, kMaxRounds = 256 };
+
+typedef struct {
+  const void* const* inputs;
+  void* const* outputs;
+  size_t* counts;
+  const void** in_copy;
+  void** out_copy;
+  int n, dtype, op, device;
+  double prescale, postscale;
+  hvds_device_done_fn done;
+  void* arg;
+} call_t;
+
+typedef struct {
+  int size;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  int users;                           /* ranks that have not destroyed it */
+  long submitted[kMaxRanks];           /* rounds each rank submitted */
+  long completed;                      /* rounds completed */
+  call_t calls[kMaxRounds][kMaxRanks]; /* round k at k % kMaxRounds */
+  int stop;
+} group_t;
+
+typedef struct {
+  group_t* group;
+  int rank;
+} comm_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int held;             /* rounds wait while set (fake_device_hold) */
+static int fail_device = -2; /* the GPU whose allreduces fail (fake_device_fail_route) */
+static fake_route_stats_t stats;
+
+static int contexts[64];
+
+void* fake_route_context(int device, int timeout_ms, char* why, size_t why_len) {
+  (void)timeout_ms;
+  if (device < 0 || device >= 64) {
+    snprintf(why, why_len, "fake: no GPU %d", device);
+    return NULL;
+  }
+  return &contexts[device];
+}
+
+static double load(const void* p, int dtype) {
+  return dtype == HVDS_FLOAT64 ? *(const double*)p : (double)*(const float*)p;
+}
+
+static void store(void* p, int dtype, double v) {
+  if (dtype == HVDS_FLOAT64)
+    *(double*)p = v;
+  else
+    *(float*)p = (float)v;
+}
+
+/* Round k of g: every rank's tensors reduced in double, written to every rank's outputs. */
+static void reduce_round(group_t* g, call_t* calls) {
+  int dtype = calls[0].dtype;
+  size_t esz = dtype == HVDS_FLOAT64 ? 8 : 4;
+  for (int t = 0; t < calls[0].n; t++) {
+    size_t count = calls[0].counts[t];
+    double* sum = calloc(count ? count : 1, sizeof(double));
+    char* buf = malloc(count * esz + 1);
+    for (int r = 0; r < g->size; r++) {
+      if (calls[r].in_copy[t] == NULL) continue;  // a joined rank: zeros
+      fake_device_read_memory(buf, calls[r].in_copy[t], count * esz);
+      for (size_t i = 0; i < count; i++) sum[i] += load(buf + i * esz, dtype) * calls[r].prescale;
+    }
+    for (int r = 0; r < g->size; r++) {
+      if (calls[r].out_copy[t] == NULL) continue;
+      double f = calls[r].postscale / (calls[r].op == HVDS_AVERAGE ? g->size : 1);
+      for (size_t i = 0; i < count; i++) store(buf + i * esz, dtype, sum[i] * f);
+      fake_device_write_memory(calls[r].out_copy[t], buf, count * esz);
+    }
+    free(sum);
+    free(buf);
+  }
+}
+
+static void* completion_thread(void* arg) {
+  group_t* g = arg;
+  pthread_mutex_lock(&g->mu);
+  for (;;) {
+    int ready = !g->stop;
+    for (int r = 0; r < g->size && ready; r++) ready = g->submitted[r] > g->completed;
+    pthread_mutex_lock(&mu);
+    ready = ready && !held;
+    pthread_mutex_unlock(&mu);
+    if (g->stop) break;
+    if (!ready) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 1000000;
+      if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+      pthread_cond_timedwait(&g->cv, &g->mu, &ts);  // also sees fake_device_hold's release
+      continue;
+    }
+    call_t* calls = g->calls[g->completed % kMaxRounds];
+    int failed_rank = -1;
+    for (int r = 0; r < g->size; r++)
+      if (calls[r].device == fail_device) failed_rank = r;
+    pthread_mutex_unlock(&g->mu);
+    char message[256];
+    if (failed_rank < 0)
+      reduce_round(g, calls);
+    else
+      snprintf(message, sizeof(message),
+               "fake NCCL: unhandled cuda error (injected) on "
+               "rank %d of the communicator; it was aborted",
+               failed_rank);
+    for (int r = 0; r < g->size; r++) {
+      call_t* c = &calls[r];
+      c->done(c->arg, failed_rank < 0 ? 0 : HVDS_SYSTEM_ERROR, failed_rank < 0 ? NULL : message);
+      free(c->counts);
+      free(c->in_copy);
+      free(c->out_copy);
+    }
+    pthread_mutex_lock(&mu);
+    stats.rounds++;
+    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&g->mu);
+    g->completed++;
+    pthread_cond_broadcast(&g->cv);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return NULL;
+}
+
+void* fake_route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
+                             void* bctx, char* why, size_t why_len) {
+  (void)context;
+  group_t* g = NULL;
+  if (rank == 0) {
+    g = calloc(1, sizeof(*g));
+    g->size = size;
+    g->users = size;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    pthread_create(&g->thread, NULL, completion_thread, g);
+  }
+  if (size > kMaxRanks || bcast(bctx, &g, sizeof(g), 0) != 0) {
+    snprintf(why, why_len, "fake: the group did not reach every rank");
+    return NULL;
+  }
+  comm_t* c = calloc(1, sizeof(*c));
+  c->group = g;
+  c->rank = rank;
+  pthread_mutex_lock(&mu);
+  stats.comms++;
+  pthread_mutex_unlock(&mu);
+  return c;
+}
+
+void fake_route_comm_destroy(void* comm) {
+  comm_t* c = comm;
+  group_t* g = c->group;
+  pthread_mutex_lock(&g->mu);
+  while (g->completed < g->submitted[c->rank]) pthread_cond_wait(&g->cv, &g->mu);
+  int last = --g->users == 0;
+  if (last) g->stop = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  if (last) {
+    pthread_join(g->thread, NULL);
+    free(g);
+  }
+  free(c);
+  pthread_mutex_lock(&mu);
+  stats.comms--;
+  pthread_mutex_unlock(&mu);
+}
+
+void* fake_route_ready_event(int device, int64_t stream, char* why, size_t why_len) {
+  (void)why, (void)why_len, (void)device;
+  int64_t* ev = malloc(sizeof(*ev));
+  *ev = stream;
+  pthread_mutex_lock(&mu);
+  stats.events++;
+  stats.last_event_stream = stream;
+  pthread_mutex_unlock(&mu);
+  return ev;
+}
+
+void fake_route_event_free(void* event) {
+  pthread_mutex_lock(&mu);
+  stats.events--;
+  pthread_mutex_unlock(&mu);
+  free(event);
+}
+
+int fake_route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
+                         const size_t* counts, int n, int dtype, int op, double prescale,
+                         double postscale, void* const* ready, int nready, hvds_device_done_fn done,
+                         void* done_arg, char* why, size_t why_len) {
+  comm_t* c = comm;
+  group_t* g = c->group;
+  if (dtype != HVDS_FLOAT32 && dtype != HVDS_FLOAT64) {
+    snprintf(why, why_len, "fake NCCL: dtype %d is not emulated", dtype);
+    return -1;
+  }
+  int device = -1;
+  for (int i = 0; i < n && device < 0; i++)
+    if (inputs[i] != NULL) device = fake_device_of(inputs[i]);
+  call_t call = {NULL,
+                 NULL,
+                 malloc((size_t)n * sizeof(size_t)),
+                 malloc((size_t)n * sizeof(void*)),
+                 malloc((size_t)n * sizeof(void*)),
+                 n,
+                 dtype,
+                 op,
+                 device,
+                 prescale,
+                 postscale,
+                 done,
+                 done_arg};
+  memcpy(call.counts, counts, (size_t)n * sizeof(size_t));
+  memcpy(call.in_copy, inputs, (size_t)n * sizeof(void*));
+  memcpy(call.out_copy, outputs, (size_t)n * sizeof(void*));
+  pthread_mutex_lock(&mu);
+  stats.calls++;
+  stats.last_call_tensors = n;
+  stats.last_call_ready_events = nready;
+  stats.last_ready_stream = nready > 0 ? *(int64_t*)ready[0] : -1;
+  pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&g->mu);
+  g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = call;
+  g->submitted[c->rank]++;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  return 0;
+}
+
+EXPORT fake_route_stats_t fake_device_route_stats(void) {
+  pthread_mutex_lock(&mu);
+  fake_route_stats_t s = stats;
+  pthread_mutex_unlock(&mu);
+  return s;
+}
+
+EXPORT void fake_device_hold(int hold) {
+  pthread_mutex_lock(&mu);
+  held = hold;
+  pthread_mutex_unlock(&mu);
+}
+
+EXPORT void fake_device_fail_route(int device) {
+  pthread_mutex_lock(&mu);
+  fail_device = device;
+  pthread_mutex_unlock(&mu);
+}
