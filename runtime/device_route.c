@@ -15,6 +15,12 @@
 
 hvds_gpu_ops_t hvds__gpu_operations(void) {
   const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
+  /* Horovod's HOROVOD_GPU_OPERATIONS is its build's choice (NCCL, MPI), often left set in its
+   * images: it selects nothing here. */
+  const char* horovod = getenv("HOROVOD_GPU_OPERATIONS");
+  if (getenv("HVDSPARSE_GPU_OPERATIONS") == NULL && horovod != NULL && mode != NULL &&
+      strcmp(mode, horovod) == 0)
+    return HVDS_GPU_OPS_HOST;
   if (mode == NULL || strcasecmp(mode, "auto") == 0 || strcasecmp(mode, "host") == 0)
     return HVDS_GPU_OPS_HOST;
   if (strcasecmp(mode, "nccl") == 0) return HVDS_GPU_OPS_NCCL;

@@ -4,6 +4,7 @@
 // the producer's stream, completion off the cycle's thread, failures on every rank, joined
 // ranks, communicators and events freed. NCCL itself is checked by `make test-gpu`.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <memory>
@@ -149,6 +150,25 @@ TEST(DeviceRoute, ManyOperationsLeaveNoEventsOrCommunicatorsBehind) {
   EXPECT_EQ(after.calls - before.calls, 400);
   EXPECT_EQ(after.events, before.events) << "every ready event freed";
   EXPECT_EQ(after.comms, before.comms) << "every communicator freed";
+}
+
+// Horovod's HOROVOD_GPU_OPERATIONS (its build's NCCL or MPI, often left set) selects nothing.
+TEST(DeviceRoute, HorovodsBuildTimeVariableLeavesGpuTensorsStaged) {
+  setenv("HOROVOD_GPU_OPERATIONS", "NCCL", 1);
+  hvds__param_reload();
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  {
+    InstanceRanks ranks(1);
+    ranks.Run([&](int, hvds_runtime_t* rt) {
+      DeviceTensor t({1, 2}, 0);
+      Finish(ranks, rt, Enqueue(rt, HVDS_MSG_ALLREDUCE, "w", t.View(), nullptr), "w");
+    });
+  }
+  unsetenv("HOROVOD_GPU_OPERATIONS");
+  hvds__param_reload();
+  EXPECT_EQ(Fake::Get().stats().copies_to_host - copies.copies_to_host, 1) << "staged";
+  EXPECT_EQ(Fake::Get().route_stats().calls, before.calls) << "not routed";
 }
 
 }  // namespace
