@@ -12,6 +12,7 @@
 #include "collectives.h"
 #include "coordinator.h"
 #include "cpu_budget.h"
+#include "device_route.h"
 #include "dtype.h"
 #include "execute.h"
 #include "handle.h"
@@ -198,6 +199,7 @@ hvds_result_t hvds_shutdown(void) {
   pthread_join(rt->thread, NULL);
   atomic_store(&rt->initialized, 0);
   rt->owner_pid = 0;
+  hvds__device_comms_free(rt);  // waits for GPU work in flight, whose completions take qmu
   pthread_mutex_lock(&rt->qmu);
   hvds__instance_destroy_sets(rt);
   free(rt->timeline_request);

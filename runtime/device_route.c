@@ -59,6 +59,11 @@ void hvds__device_comm_free(hvds_pset_t* s) {
   s->device_comm = NULL;
 }
 
+void hvds__device_comms_free(hvds_runtime_t* rt) {
+  for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++)
+    if (rt->psets[id] != NULL) hvds__device_comm_free(rt->psets[id]);
+}
+
 /* One launched allreduce: what its completion finishes. */
 typedef struct {
   hvds_runtime_t* rt;

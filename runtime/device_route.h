@@ -40,6 +40,9 @@ hvds_result_t hvds__exec_device_allreduce(hvds_pset_t* s, hvds_response_t* r, hv
 /* Frees an entry's ready event; the set's communicator, after its operations completed. */
 void hvds__device_event_free(void* event);
 void hvds__device_comm_free(hvds_pset_t* s);
+/* Every set's communicator, before the sets go: their completions take the queue lock, so
+ * this runs without it. */
+void hvds__device_comms_free(hvds_runtime_t* rt);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_tensors.h"
@@ -169,6 +170,37 @@ TEST(DeviceRoute, HorovodsBuildTimeVariableLeavesGpuTensorsStaged) {
   hvds__param_reload();
   EXPECT_EQ(Fake::Get().stats().copies_to_host - copies.copies_to_host, 1) << "staged";
   EXPECT_EQ(Fake::Get().route_stats().calls, before.calls) << "not routed";
+}
+
+// hvds_shutdown with an allreduce still on the GPU: it waits for that work, whose completion
+// needs the runtime's locks, and returns (one rank, the public API).
+TEST(DeviceRoute, ShutdownWaitsForGpuWorkInFlight) {
+  setenv("HVDSPARSE_GPU_OPERATIONS", "nccl", 1);
+  setenv("HVDSPARSE_SIZE", "1", 1);
+  setenv("HVDSPARSE_RANK", "0", 1);
+  setenv("HVDSPARSE_GLOO_RENDEZVOUS_ADDR", "", 1);
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  DeviceTensor t({1, 2}, 0);
+  hvds_tensor_t v = t.View();
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.name = "in_flight";
+  o.prescale = 3.0;
+  Fake::Get().hold(1);
+  hvds_handle_t h = 0;
+  ASSERT_EQ(hvds_allreduce_async(&v, &v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  double start = hvds__now();
+  while (Fake::Get().route_stats().calls == before.calls && hvds__now() - start < 10) usleep(1000);
+  ASSERT_EQ(Fake::Get().route_stats().calls, before.calls + 1) << "launched";
+  std::thread release([] {
+    usleep(200 * 1000);
+    Fake::Get().hold(0);
+  });
+  EXPECT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  release.join();
+  EXPECT_EQ(t.Read(), (std::vector<float>{3, 6})) << "the work in flight finished";
+  unsetenv("HVDSPARSE_GPU_OPERATIONS");
+  hvds__param_reload();
 }
 
 }  // namespace
