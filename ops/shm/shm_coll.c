@@ -4,15 +4,17 @@
  * rounds of C = coll_bytes / 2 bytes); round R uses half R % 2 of every rank's slot, so one
  * round's copy-in overlaps the previous round's copy-out on slower ranks. In round R rank r:
  *   0. waits until every rank copied out round R-2 (it used the same half);
- *   1. copies its input for the round into its slot, publishes arrived = R+1;
- *   2. reduces part r (1/P of the round, element granularity) of every rank's slot into its
- *      own slot, in the order r, r+1, ..., r-1 (waiting for each rank's arrival), publishes
- *      reduced = R+1;
- *   3. copies every part q of the result out of rank q's slot (waiting for its reduction),
- *      publishes done = R+1.
- * Per round: 3 publications per rank and no message; each byte is copied in once, read once by
- * its reducer, copied out by every rank: about 2 + 1 + 2 = 5 passes per rank over the buffer,
- * against about 8 for a ring over the rings (two copies per hop).
+ *   1. copies its input for the round into its slot, except part r (1/P of the round, element
+ *      granularity), which only it reads; publishes arrived = R+1;
+ *   2. waits for every rank's arrival, then reduces part r in blocks that stay in the cache:
+ *      its own input's block, then every rank's slot in the order r+1, ..., r-1, into its own
+ *      slot, and copies the block to its output; publishes reduced = R+1;
+ *   3. copies every other part q of the result out of rank q's slot (waiting for its
+ *      reduction), publishes done = R+1.
+ * Per round: 3 publications per rank and no message; each byte is copied in once (its own part
+ * not at all), read once by its reducer, copied out by every other rank: about 2 + 1 + 2 = 5
+ * passes per rank over the buffer less 2/P, against about 8 for a ring over the rings (two
+ * copies per hop).
  * Preconditions: op commutative and associative; identical count, dtype and op everywhere.
  * Results are identical on every rank: each part is reduced by one rank and copied by all.
  *
@@ -21,9 +23,9 @@
  *
  *   step | slot of rank 0      | slot of rank 1      | slot of rank 2
  *   -----+---------------------+---------------------+--------------------
- *    1   | s0 s0 s0            | s1 s1 s1            | s2 s2 s2
+ *    1   | -- s0 s0            | s1 -- s1            | s2 s2 --
  *    2   | Σ  s0 s0            | s1 Σ  s1            | s2 s2 Σ
- *    3   | every rank copies part q from rank q's slot
+ *    3   | every rank copies part q from rank q's slot, q its own excepted
  *
  * Small rounds (up to 128 KiB; 4 KiB with more ranks than cores) skip step 2's publication:
  * every rank waits for every arrival and reduces the whole round itself, in rank order, from the
@@ -43,6 +45,9 @@
 #include "reduce.h"
 #include "shm_internal.h"
 
+/* Bytes of its own part a rank reduces from every slot before it moves on (one_round's step 2):
+ * small enough to stay in the first-level cache from its copy-in to its copy-out. */
+#define REDUCE_BLOCK_BYTES ((size_t)8 << 10)
 /* Rounds up to this many bytes skip the reduced stage (see direct_rest). */
 #define SHM_COLL_DIRECT_MAX ((size_t)128 << 10)
 /* The same with more ranks than cores, where the processors' total work bounds the time: the
@@ -233,24 +238,34 @@ static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n
   // 0. The half this round writes was last read in round R-2.
   for (int q = 0; q < P && R >= 2 && rc == HVDS_SUCCESS; q++) rc = wait_for(s, q, DONE, R - 1);
   if (rc != HVDS_SUCCESS) return rc;
-  // 1. Copy in.
   char* mine = slot(s, me, R);
-  gather(L, off, n * esz, mine);
-  publish(s, ARRIVED, R + 1);
-  if (n * esz <= (s->yield ? SHM_COLL_DIRECT_MAX_SHARED : SHM_COLL_DIRECT_MAX))
+  if (n * esz <= (s->yield ? SHM_COLL_DIRECT_MAX_SHARED : SHM_COLL_DIRECT_MAX)) {
+    gather(L, off, n * esz, mine);  // 1. Copy in.
+    publish(s, ARRIVED, R + 1);
     return direct_rest(s, L, off, n, esz, dtype, op, R);
-  // 2. Reduce part `me` over every rank's slot, starting after this rank.
+  }
+  // 1. Copy in the parts the other ranks reduce; this rank's own part is read from its input.
   size_t lo = n * (size_t)me / (size_t)P, hi = n * (size_t)(me + 1) / (size_t)P;
-  for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
-    int q = (me + k) % P;
-    rc = wait_for(s, q, ARRIVED, R + 1);
-    if (rc == HVDS_SUCCESS && hi > lo)
-      rc = hvds__reduce(mine + lo * esz, slot(s, q, R) + lo * esz, hi - lo, dtype, op);
+  gather(L, off, lo * esz, mine);
+  gather(L, off + hi * esz, (n - hi) * esz, mine + hi * esz);
+  publish(s, ARRIVED, R + 1);
+  // 2. Reduce part `me`, block by block so that each block stays in the cache: this rank's
+  // input, then every other rank's slot starting after this rank, into this rank's slot for the
+  // others and into its own output.
+  for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) rc = wait_for(s, (me + k) % P, ARRIVED, R + 1);
+  if (rc != HVDS_SUCCESS) return rc;
+  size_t block = REDUCE_BLOCK_BYTES / esz * esz;
+  for (size_t b = lo * esz; b < hi * esz && rc == HVDS_SUCCESS; b += block) {
+    size_t len = hi * esz - b < block ? hi * esz - b : block;
+    gather(L, off + b, len, mine + b);
+    for (int k = 1; k < P && rc == HVDS_SUCCESS; k++)
+      rc = hvds__reduce(mine + b, slot(s, (me + k) % P, R) + b, len / esz, dtype, op);
+    if (rc == HVDS_SUCCESS) scatter(L, off + b, len, mine + b);
   }
   if (rc != HVDS_SUCCESS) return rc;
   publish(s, REDUCED, R + 1);
-  // 3. Copy every reduced part out, starting with this rank's own.
-  for (int k = 0; k < P && rc == HVDS_SUCCESS; k++) {
+  // 3. Copy the other reduced parts out (this rank's own is in its output already).
+  for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
     int q = (me + k) % P;
     size_t qlo = n * (size_t)q / (size_t)P, qhi = n * (size_t)(q + 1) / (size_t)P;
     rc = wait_for(s, q, REDUCED, R + 1);
