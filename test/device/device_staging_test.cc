@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_tensors.h"
@@ -174,36 +175,35 @@ TEST(DeviceStaging, AFailedCopyNamesTheRankTheTensorAndTheReason) {
   });
 }
 
-TEST(DeviceStaging, AGatheringOperationWithoutAnAllocatorIsRefused) {
+// What enqueueing a GPU tensor of type under name on one rank gets: the code and the message.
+std::pair<hvds_result_t, std::string> Refusal(int32_t type, const char* what, const char* name) {
+  std::pair<hvds_result_t, std::string> out;
   InstanceRanks ranks(1);
   ranks.Run([&](int, hvds_runtime_t* rt) {
     DeviceTensor t({1, 2}, 0);
     hvds_tensor_t v = t.View();
     hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
-    o.name = "emb";
+    o.name = name;
     hvds_handle_t h = 0;
-    EXPECT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLGATHER, "Allgather", 1, &v, nullptr, &o, &h),
-              HVDS_INVALID_ARGUMENT);
-    EXPECT_EQ(std::string(hvds_last_error()),
-              "Allgather 'emb' of a GPU tensor needs an allocator (options alloc) for its output "
-              "on the GPU");
+    out.first = hvds__enqueue(rt, type, what, 1, &v, nullptr, &o, &h);
+    out.second = hvds_last_error();
   });
+  return out;
+}
+
+TEST(DeviceStaging, AGatheringOperationWithoutAnAllocatorIsRefused) {
+  EXPECT_EQ(Refusal(HVDS_MSG_ALLGATHER, "Allgather", "emb"),
+            std::make_pair(HVDS_INVALID_ARGUMENT,
+                           std::string("Allgather 'emb' of a GPU tensor needs an allocator "
+                                       "(options alloc) for its output on the GPU")));
 }
 
 TEST(DeviceStaging, AnUnknownGpuOperationsValueIsRefused) {
   KnobOverride knob(HVDS_PARAM_GPU_OPERATIONS, "mpi");
-  InstanceRanks ranks(1);
-  ranks.Run([&](int, hvds_runtime_t* rt) {
-    DeviceTensor t({1, 2}, 0);
-    hvds_tensor_t v = t.View();
-    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
-    o.name = "w";
-    hvds_handle_t h = 0;
-    EXPECT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 1, &v, nullptr, &o, &h),
-              HVDS_INVALID_ARGUMENT);
-    EXPECT_EQ(std::string(hvds_last_error()),
-              "GPU_OPERATIONS=mpi is not one of host, nccl, auto (tensor 'w')");
-  });
+  EXPECT_EQ(Refusal(HVDS_MSG_ALLREDUCE, "Allreduce", "w"),
+            std::make_pair(HVDS_INVALID_ARGUMENT,
+                           std::string("GPU_OPERATIONS=mpi is not one of host, nccl, auto "
+                                       "(tensor 'w')")));
 }
 
 // Many operations leave no page-locked memory behind beyond the pool's few buffers per size,
