@@ -92,22 +92,53 @@ void hvds__route_comm_destroy(void* comm) {
   free(c);
 }
 
+/* Ready events are reused: creating one costs microseconds on every allreduce. A freed event
+ * may be recorded again at once, since a stream that waits on it took its state when it
+ * started waiting. */
+typedef struct ready_event {
+  cudaEvent_t ev;
+  int device;
+  struct ready_event* next;
+} ready_event_t;
+
+static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
+static ready_event_t* free_events;
+
 void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_len) {
-  cudaEvent_t ev = NULL;
+  pthread_mutex_lock(&events_mu);
+  ready_event_t** at = &free_events;
+  while (*at != NULL && (*at)->device != device) at = &(*at)->next;
+  ready_event_t* r = *at;
+  if (r != NULL) *at = r->next;
+  pthread_mutex_unlock(&events_mu);
   cudaError_t e = cudaSetDevice(device);
-  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(ev, (cudaStream_t)(intptr_t)stream);
+  if (r == NULL && e == cudaSuccess) {
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+      say(why, why_len, "%s", "out of memory");
+      return NULL;
+    }
+    r->device = device;
+    e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming);
+  }
+  if (e == cudaSuccess) e = cudaEventRecord(r->ev, (cudaStream_t)(intptr_t)stream);
   if (e != cudaSuccess) {
     say(why, why_len, "recording the ready event failed: %s", cudaGetErrorString(e));
-    if (ev != NULL) cudaEventDestroy(ev);
+    if (r != NULL && r->ev != NULL) cudaEventDestroy(r->ev);
+    free(r);
     (void)cudaGetLastError();
     return NULL;
   }
-  return ev;
+  return r;
 }
 
 void hvds__route_event_free(void* event) {
-  if (event != NULL) cudaEventDestroy((cudaEvent_t)event);  // CUDA frees it once it completed
+  ready_event_t* r = event;
+  if (r == NULL) return;
+  pthread_mutex_lock(&events_mu);
+  r->next = free_events;
+  free_events = r;
+  pthread_mutex_unlock(&events_mu);
 }
 
 /* The device's fusion buffer of at least bytes; growing waits for the work using the old one. */
@@ -145,55 +176,58 @@ static void complete(void* arg, hvds_result_t status, const char* message) {
   c.done(c.arg, (int)status, message);
 }
 
+/* The allreduce of hvds__route_allreduce on the backend, with call's events and completion:
+ * one tensor in place of the caller's memory, several through the fusion buffer. */
+static hvds_result_t launch(route_comm_t* c, const void* const* inputs, void* const* outputs,
+                            const size_t* counts, int n, hvds_dtype_t dtype, hvds_reduce_op_t op,
+                            double prescale, double postscale, const hvds_nccl_call_t* call,
+                            char* why, size_t why_len) {
+  if (n == 1 && inputs[0] != NULL)
+    return hvds__nccl_allreduce(c->comm, inputs[0], outputs[0], counts[0], dtype, op, prescale,
+                                postscale, call);
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += counts[i];
+  void* fusion = fusion_buffer(c->device, total * hvds_dtype_size(dtype), why, why_len);
+  hvds_cuda_buf_t stack_in[64], stack_out[64];
+  hvds_cuda_buf_t* in = n <= 64 ? stack_in : malloc((size_t)n * sizeof(*in));
+  hvds_cuda_buf_t* out = n <= 64 ? stack_out : malloc((size_t)n * sizeof(*out));
+  hvds_result_t rc = HVDS_SYSTEM_ERROR;
+  if (fusion != NULL && in != NULL && out != NULL) {
+    for (int i = 0; i < n; i++) {
+      in[i] = (hvds_cuda_buf_t){(void*)inputs[i], counts[i]};
+      out[i] = (hvds_cuda_buf_t){outputs[i], counts[i]};
+    }
+    rc = hvds__nccl_allreduce_fused(c->comm, in, out, n, fusion, dtype, op, prescale, postscale,
+                                    call);
+  } else if (fusion != NULL) {
+    say(why, why_len, "%s", "out of memory");
+  }
+  if (in != stack_in) free(in);
+  if (out != stack_out) free(out);
+  return rc;
+}
+
 int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
                           const size_t* counts, int n, int dtype, int op, double prescale,
                           double postscale, void* const* ready, int nready,
                           hvds_device_done_fn done, void* done_arg, char* why, size_t why_len) {
   route_comm_t* c = comm;
+  if (why != NULL && why_len > 0) why[0] = '\0';
   completion_t* completion = malloc(sizeof(*completion));
-  if (completion == NULL) {
-    say(why, why_len, "%s", "out of memory");
-    return -1;
+  void* stack_events[64];
+  void** events = nready <= 64 ? stack_events : malloc((size_t)nready * sizeof(void*));
+  hvds_result_t rc = HVDS_SYSTEM_ERROR;
+  if (completion != NULL && events != NULL) {
+    *completion = (completion_t){done, done_arg};
+    for (int i = 0; i < nready; i++) events[i] = ((ready_event_t*)ready[i])->ev;
+    hvds_nccl_call_t call = {events, nready, complete, completion};
+    rc = launch(c, inputs, outputs, counts, n, (hvds_dtype_t)dtype, (hvds_reduce_op_t)op, prescale,
+                postscale, &call, why, why_len);
   }
-  *completion = (completion_t){done, done_arg};
-  hvds_nccl_call_t call = {ready, nready, complete, completion};
-  hvds_result_t rc = HVDS_SUCCESS;
-  if (n == 1 && inputs[0] != NULL) {
-    rc = hvds__nccl_allreduce(c->comm, inputs[0], outputs[0], counts[0], (hvds_dtype_t)dtype,
-                              (hvds_reduce_op_t)op, prescale, postscale, &call);
-  } else {
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += counts[i];
-    void* fusion =
-        fusion_buffer(c->device, total * hvds_dtype_size((hvds_dtype_t)dtype), why, why_len);
-    if (fusion == NULL) {
-      free(completion);
-      return -1;
-    }
-    hvds_cuda_buf_t stack_in[64], stack_out[64];
-    hvds_cuda_buf_t* in = n <= 64 ? stack_in : malloc((size_t)n * sizeof(*in));
-    hvds_cuda_buf_t* out = n <= 64 ? stack_out : malloc((size_t)n * sizeof(*out));
-    if (in == NULL || out == NULL) {
-      if (in != stack_in) free(in);
-      if (out != stack_out) free(out);
-      free(completion);
-      say(why, why_len, "%s", "out of memory");
-      return -1;
-    }
-    for (int i = 0; i < n; i++) {
-      in[i] = (hvds_cuda_buf_t){(void*)inputs[i], counts[i]};
-      out[i] = (hvds_cuda_buf_t){outputs[i], counts[i]};
-    }
-    rc = hvds__nccl_allreduce_fused(c->comm, in, out, n, fusion, (hvds_dtype_t)dtype,
-                                    (hvds_reduce_op_t)op, prescale, postscale, &call);
-    if (in != stack_in) free(in);
-    if (out != stack_out) free(out);
-  }
-  if (rc != HVDS_SUCCESS) {  // nothing was enqueued: done will not be called
-    free(completion);
-    const char* err = hvds__nccl_comm_error(c->comm);
-    say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
-    return -1;
-  }
-  return 0;
+  if (events != stack_events) free(events);  // the stream took the events' states
+  if (rc == HVDS_SUCCESS) return 0;
+  free(completion);  // nothing was enqueued: done will not be called
+  const char* err = hvds__nccl_comm_error(c->comm);
+  if (why != NULL && why_len > 0 && why[0] == '\0') say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
+  return -1;
 }
