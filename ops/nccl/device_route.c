@@ -228,6 +228,7 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
   if (rc == HVDS_SUCCESS) return 0;
   free(completion);  // nothing was enqueued: done will not be called
   const char* err = hvds__nccl_comm_error(c->comm);
-  if (why != NULL && why_len > 0 && why[0] == '\0') say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
+  if (why != NULL && why_len > 0 && why[0] == '\0')
+    say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
   return -1;
 }
