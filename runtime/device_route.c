@@ -1,17 +1,14 @@
-/* The NCCL route for GPU allreduces (device_route.h). */
+/* The NCCL route's choice and its enqueue side (device_route.h); the execution side is the
+ * device backend (backend/device.c). */
 #include "device_route.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "collectives.h"
-#include "coordinator.h"
 #include "device_library.h"
 #include "device_support.h"
 #include "param.h"
-#include "process_set.h"
 
 hvds_gpu_ops_t hvds__gpu_operations(void) {
   const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
@@ -62,115 +59,4 @@ void hvds__device_comm_free(hvds_pset_t* s) {
 void hvds__device_comms_free(hvds_runtime_t* rt) {
   for (int32_t id = 0; id < HVDS_MAX_PROCESS_SETS; id++)
     if (rt->psets[id] != NULL) hvds__device_comm_free(rt->psets[id]);
-}
-
-/* One launched allreduce: what its completion finishes. */
-typedef struct {
-  hvds_runtime_t* rt;
-  int32_t n;
-  hvds_entry_t* entries[];
-} launched_t;
-
-static void completed(void* arg, int status, const char* message) {
-  launched_t* op = arg;
-  char text[768];
-  if (status != HVDS_SUCCESS)
-    snprintf(text, sizeof(text), "NCCL allreduce on rank %d: %s", op->rt->rank,
-             message ? message : hvds_result_str((hvds_result_t)status));
-  for (int32_t i = 0; i < op->n; i++)
-    if (op->entries[i] != NULL)
-      hvds__entry_finish(op->rt, op->entries[i], (hvds_result_t)status,
-                         status == HVDS_SUCCESS ? NULL : text);
-  free(op);
-}
-
-/* The control plane's broadcast over the set, for NCCL's unique id. */
-static int bcast_over_set(void* arg, void* buf, size_t bytes, int root) {
-  hvds_pset_t* s = arg;
-  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  return hvds__broadcast(s->comm, buf, bytes, root, &o) == HVDS_SUCCESS ? 0 : -1;
-}
-
-/* The set's communicator on this rank's GPU, made on its first routed allreduce (every member
- * runs the same response, so every member makes it at the same point). */
-static void* set_comm(hvds_pset_t* s, const hvds_device_api_t* api, int device, char* why,
-                      size_t why_len) {
-  hvds_runtime_t* rt = s->rt;
-  if (s->device_comm != NULL) return s->device_comm;
-  if (rt->device_context == NULL) {
-    int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000.0);
-    rt->device_context = api->context(device, timeout_ms, why, why_len);
-    if (rt->device_context == NULL) return NULL;
-    rt->device_index = device;
-  }
-  s->device_comm =
-      api->comm_create(rt->device_context, s->my_rank, s->n, bcast_over_set, s, why, why_len);
-  return s->device_comm;
-}
-
-/* Fails every entry of x with message. */
-static void fail_all(hvds_runtime_t* rt, hvds_exec_t* x, const char* message) {
-  for (int32_t i = 0; i < x->n; i++)
-    if (x->entries[i] != NULL) {
-      hvds__entry_finish(rt, x->entries[i], HVDS_SYSTEM_ERROR, message);
-      x->entries[i] = NULL;
-    }
-}
-
-hvds_result_t hvds__exec_device_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
-  hvds_runtime_t* rt = s->rt;
-  char why[512] = "", message[768];
-  const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), NULL, 0);
-  int device = rt->device_context != NULL ? rt->device_index : -1;
-  for (int32_t i = 0; i < x->n && device < 0; i++)
-    if (x->entries[i] != NULL) device = x->entries[i]->input.device;
-  void* comm = NULL;
-  if (api == NULL)
-    snprintf(why, sizeof(why), "no device library");
-  else if (device < 0)
-    snprintf(why, sizeof(why),
-             "this rank joined before it ran any GPU allreduce, so it has no "
-             "GPU to contribute zeros on");
-  else
-    comm = set_comm(s, api, device, why, sizeof(why));
-  launched_t* op = comm ? malloc(sizeof(*op) + (size_t)x->n * sizeof(hvds_entry_t*)) : NULL;
-  size_t* counts = op ? malloc((size_t)x->n * (sizeof(size_t) + 3 * sizeof(void*))) : NULL;
-  if (comm != NULL && counts == NULL) snprintf(why, sizeof(why), "out of memory");
-  if (counts == NULL) {
-    free(op);
-    snprintf(message, sizeof(message), "NCCL allreduce of '%s' on rank %d: %s", r->names[0],
-             rt->rank, why);
-    fail_all(rt, x, message);
-    return HVDS_SUCCESS; /* the other ranks fail in the collective, or time out */
-  }
-  const void** inputs = (const void**)(counts + x->n);
-  void** outputs = (void**)(inputs + x->n);
-  void** ready = outputs + x->n;
-  int nready = 0;
-  for (int32_t i = 0; i < x->n; i++) {
-    hvds_entry_t* e = x->entries[i];
-    counts[i] = (size_t)r->sizes[i];
-    inputs[i] = e ? e->input.data : NULL;
-    outputs[i] = e ? e->output.data : NULL;
-    if (e && e->ready_event) ready[nready++] = e->ready_event;
-  }
-  op->rt = rt;
-  op->n = x->n;
-  memcpy(op->entries, x->entries, (size_t)x->n * sizeof(hvds_entry_t*));
-  hvds__tl_activity(rt, r, "NCCL_ALLREDUCE");
-  int rc = api->allreduce(comm, (const void* const*)inputs, outputs, counts, x->n, r->dtype,
-                          r->reduce_op, r->prescale, r->postscale, ready, nready, completed, op,
-                          why, sizeof(why));
-  hvds__tl_activity(rt, r, NULL);
-  free(counts);
-  if (rc != 0) {
-    free(op);
-    snprintf(message, sizeof(message), "NCCL allreduce of '%s' on rank %d: %s", r->names[0],
-             rt->rank, why);
-    fail_all(rt, x, message);
-    return HVDS_SUCCESS;
-  }
-  hvds__tl_end(rt, r, x);
-  for (int32_t i = 0; i < x->n; i++) x->entries[i] = NULL;  // the completion's now
-  return HVDS_SUCCESS;
 }

@@ -1,15 +1,14 @@
 /* GPU tensors run by the device library's NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl,
  * docs/gpu.md): allreduce only so far; every other GPU operation is staged through host memory
- * (device_staging.h). At enqueue the producer's stream gets a ready event; at execution the
- * fused allreduce is launched on the GPU's own stream, which waits for those events, and the
- * entries complete from the library's completion thread, so the cycle never waits for the
- * GPU. */
+ * (device_staging.h). At enqueue the producer's stream gets a ready event (here); at execution
+ * the device backend (backend/device.c) launches the fused allreduce on the GPU's own stream,
+ * which waits for those events, and the entries complete from the library's completion
+ * thread. */
 #ifndef HVDS_RUNTIME_DEVICE_ROUTE_H_
 #define HVDS_RUNTIME_DEVICE_ROUTE_H_
 
 #include <stdint.h>
 
-#include "execute.h"
 #include "state.h"
 
 #ifdef __cplusplus
@@ -32,10 +31,6 @@ int hvds__device_routed(int32_t type, hvds_reduce_op_t op);
  * failure (recorded with hvds_last_error). */
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
                                          const char* what);
-
-/* Runs the allreduce r of set s (GPU tensors, routed) through the library: launches it and
- * hands x's entries to its completion, or fails them here with the reason. */
-hvds_result_t hvds__exec_device_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 
 /* Frees an entry's ready event; the set's communicator, after its operations completed. */
 void hvds__device_event_free(void* event);

@@ -210,8 +210,6 @@ static hvds_result_t allreduce_adasum(hvds_pset_t* s, hvds_response_t* r, void* 
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
-  if (r->device == HVDS_DEVICE_CLASS_GPU && hvds__device_routed(r->type, r->reduce_op))
-    return hvds__exec_device_allreduce(s, r, x);
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
@@ -219,6 +217,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
   o.chunk_bytes = hvds__ring_chunk(rt, total * esz, s->n);
   const hvds_backend_t* be = hvds__backend_for(s, r, total * esz);
+  if (be->run_allreduce) return be->run_allreduce(s, r, x);
   if (rt->timeline) {
     char args[160];
     const char* algo = r->reduce_op == HVDS_ADASUM ? "adasum"

@@ -4,6 +4,7 @@
 #include "process_set.h"
 
 static const hvds_backend_t* const kBackends[] = {
+    &hvds__backend_device,
     &hvds__backend_shm_segment,
     &hvds__backend_hierarchical,
     &hvds__backend_flat,
