@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "current_device.h"
 #include "device_api.h"
 #include "device_route.h"
 #include "nccl_backend.h"
@@ -50,14 +51,14 @@ static void host_free(void* host) {
 static int copy_on_stream(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind,
                           int device, int64_t stream, char* why, size_t why_len) {
   if (bytes == 0) return 0;
-  cudaError_t err = cudaSetDevice(device);
-  if (err != cudaSuccess) return failed(err, "cudaSetDevice", why, why_len);
+  int previous = hvds__current_device();
   cudaStream_t s = (cudaStream_t)(intptr_t)stream;
-  err = cudaMemcpyAsync(dst, src, bytes, kind, s);
-  if (err != cudaSuccess) return failed(err, "cudaMemcpyAsync", why, why_len);
-  err = cudaStreamSynchronize(s);
-  if (err != cudaSuccess) return failed(err, "cudaStreamSynchronize", why, why_len);
-  return 0;
+  cudaError_t err = cudaSetDevice(device);
+  const char* what = "cudaSetDevice";
+  if (err == cudaSuccess) err = cudaMemcpyAsync(dst, src, bytes, kind, s), what = "cudaMemcpyAsync";
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s), what = "cudaStreamSynchronize";
+  hvds__restore_device(previous);
+  return err == cudaSuccess ? 0 : failed(err, what, why, why_len);
 }
 
 static int copy_to_host(void* host, const void* device_memory, size_t bytes, int device,

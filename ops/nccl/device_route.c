@@ -32,6 +32,7 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
     say(why, why_len, "%s", "GPU index outside 0..63");
     return NULL;
   }
+  int previous = hvds__current_device();
   pthread_mutex_lock(&contexts_mu);
   device_state_t* d = &devices[device];
   if (d->ctx == NULL) {
@@ -45,6 +46,7 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
       pthread_mutex_init(&d->mu, NULL);
   }
   pthread_mutex_unlock(&contexts_mu);
+  hvds__restore_device(previous);
   return d->ctx != NULL ? d : NULL;
 }
 
@@ -74,7 +76,9 @@ void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bca
     return NULL;
   }
   bcast_t b = {bcast, bctx};
+  int previous = hvds__current_device();
   hvds_result_t rc = hvds__nccl_comm_create(d->ctx, rank, size, bcast_through, &b, &c->comm);
+  hvds__restore_device(previous);
   if (rc != HVDS_SUCCESS) {
     say(why, why_len, "creating the NCCL communicator failed: %s (the log has NCCL's reason)",
         hvds_result_str(rc));
@@ -111,10 +115,12 @@ void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_
   ready_event_t* r = *at;
   if (r != NULL) *at = r->next;
   pthread_mutex_unlock(&events_mu);
+  int previous = hvds__current_device();
   cudaError_t e = cudaSetDevice(device);
   if (r == NULL && e == cudaSuccess) {
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
+      hvds__restore_device(previous);
       say(why, why_len, "%s", "out of memory");
       return NULL;
     }
@@ -122,6 +128,7 @@ void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_
     e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming);
   }
   if (e == cudaSuccess) e = cudaEventRecord(r->ev, (cudaStream_t)(intptr_t)stream);
+  hvds__restore_device(previous);
   if (e != cudaSuccess) {
     say(why, why_len, "recording the ready event failed: %s", cudaGetErrorString(e));
     if (r != NULL && r->ev != NULL) cudaEventDestroy(r->ev);
@@ -221,8 +228,10 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
     *completion = (completion_t){done, done_arg};
     for (int i = 0; i < nready; i++) events[i] = ((ready_event_t*)ready[i])->ev;
     hvds_nccl_call_t call = {events, nready, complete, completion};
+    int previous = hvds__current_device();
     rc = launch(c, inputs, outputs, counts, n, (hvds_dtype_t)dtype, (hvds_reduce_op_t)op, prescale,
                 postscale, &call, why, why_len);
+    hvds__restore_device(previous);
   }
   if (events != stack_events) free(events);  // the stream took the events' states
   if (rc == HVDS_SUCCESS) return 0;
