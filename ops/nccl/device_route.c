@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "current_device.h"
 #include "nccl_backend.h"
 
 enum { kMaxDevices = 64 };
