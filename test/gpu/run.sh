@@ -5,7 +5,9 @@
 #   2. gpu_kernels_test every cuda/ kernel against the CPU implementation in ops/
 #   3. gpu_nccl_test    the NCCL backend's collectives, np 1 and np = GPUs when there are two+
 #   4. nccl_allreduce_bench  bus bandwidth of our allreduce path next to ncclAllReduce
-#   5. torch_gpu_checks.py   PyTorch CUDA tensors through the runtime (host-staged): every
+#   5. gpu_runtime_test      GPU tensors through the runtime with no framework: np 2 staged on
+#      the one GPU, np 1 on the NCCL route against raw ncclAllReduce (gpu_runtime.csv)
+#   6. torch_gpu_checks.py   PyTorch CUDA tensors through the runtime (host-staged): every
 #      collective, a producer stream delayed by a long kernel, GPU memory over 1000 operations,
 #      DistributedOptimizer / DeAR / top-k training against the CPU, at np 1; then np 2 on the
 #      one GPU with the bandwidth against torch.distributed's gloo on the same CUDA tensors; then
@@ -40,7 +42,7 @@ elif [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" ${CMAKE_FLAGS:--DCMAKE_BUILD_TYPE=RelWithDebInfo} \
     >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
 fi
-targets="cuda_host_test gpu_kernels_test gpu_nccl_test nccl_allreduce_bench hvdsparse_cli hvdsparse_lib hvdsparse_device"
+targets="cuda_host_test gpu_kernels_test gpu_nccl_test nccl_allreduce_bench gpu_runtime_test hvdsparse_cli hvdsparse_lib hvdsparse_device"
 if [ -z "${HVDS_GPU_TEST_BIN:-}" ] && ! timeout 360 cmake --build "$BUILD" -j "$JOBS" --target $targets; then
   echo "test-gpu: building $targets in $BUILD failed; CUDA and NCCL must be found at configure" \
        "time (see the CUDA and NCCL lines of the configure summary)" >&2
@@ -64,11 +66,29 @@ run 180 gpu_kernels_test --gtest_brief=1
 run 180 gpu_nccl_test --gtest_brief=1
 run 120 nccl_allreduce_bench 256 50
 
-# The PyTorch checks, where this Python has a torch that sees the GPU.
 OUT_DIR=${HVDS_GPU_OUT:-$BUILD/gpu-figures}
 mkdir -p "$OUT_DIR"
 PY=${PYTHON:-python3}
 LIBDIR=$(cd "$BIN/../lib" 2>/dev/null && pwd || echo "$BIN")
+
+# GPU tensors through the runtime without a framework: two processes staging on the one GPU,
+# then the NCCL route at np 1 with its figures against raw ncclAllReduce (gpu_runtime.csv).
+runtime_run() {  # runtime_run MODE NP FILTER
+  local t0 rc
+  t0=$(date +%s)
+  echo "=== gpu_runtime_test $1 np $2"
+  HVDS_GPU_OUT="$OUT_DIR" HVDSPARSE_GPU_OPERATIONS=$1 \
+    HVDSPARSE_DEVICE_LIBRARY="$LIBDIR/libhvdsparse_device.so" LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    timeout 150 "$BIN/hvdsparse" run -np "$2" "$BIN/gpu_runtime_test" --gtest_filter="$3" \
+    2>&1 | tee -a "$OUT_DIR/gpu_runtime.log" && rc=0 || rc=$?
+  echo "=== gpu_runtime_test $1 np $2: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")" \
+       "in $(( $(date +%s) - t0 )) s"
+  [ $rc -eq 0 ] || fail=1
+}
+runtime_run host 2 'Staged.*'
+runtime_run nccl 1 'Routed.*'
+
+# The PyTorch checks, where this Python has a torch that sees the GPU.
 torch_run() {  # torch_run LIMIT NP ARGS...: the checks under the launcher
   local limit=$1 np=$2 t0 rc
   shift 2

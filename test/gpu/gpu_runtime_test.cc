@@ -1,0 +1,302 @@
+// GPU tensors through the real runtime and the real device library, on one GPU, without any
+// framework: the public C API on cudaMalloc'd memory. Run under the launcher by test/gpu/run.sh:
+//   HVDSPARSE_GPU_OPERATIONS=host  hvdsparse run -np 2 gpu_runtime_test --gtest_filter='Staged.*'
+//     (two processes sharing the GPU through host staging)
+//   HVDSPARSE_GPU_OPERATIONS=nccl  hvdsparse run -np 1 gpu_runtime_test --gtest_filter='Routed.*'
+//     (the NCCL route; its figures against raw ncclAllReduce on the same buffers go to
+//     $HVDS_GPU_OUT/gpu_runtime.csv)
+// Every producer stream is held by a host function that sleeps before the input is written, so
+// a runtime that read the input without waiting for the stream would read the old values.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "hvdsparse.h"
+
+#define CUDA_OK(call)                                                        \
+  do {                                                                       \
+    cudaError_t rc_ = (call);                                                \
+    ASSERT_EQ(rc_, cudaSuccess) << #call << ": " << cudaGetErrorString(rc_); \
+  } while (0)
+
+namespace {
+
+void CUDART_CB Sleep(void* ms) { usleep((useconds_t)(*(int*)ms) * 1000); }
+
+// Page-locked sources of the late writes: the copies read them after the sleep, so they live
+// until the test's end (freed by the fixture).
+std::vector<float*> pinned_sources;
+
+// count floats of value v written to p on stream s, after the stream slept *ms (ms NULL: at
+// once); returns before the write happened.
+void WriteLate(float* p, size_t count, float v, cudaStream_t s, int* ms) {
+  float* src = nullptr;
+  ASSERT_EQ(cudaMallocHost(&src, count * sizeof(float) + 1), cudaSuccess);
+  pinned_sources.push_back(src);
+  std::fill(src, src + count, v);
+  if (ms != nullptr) {
+    ASSERT_EQ(cudaLaunchHostFunc(s, Sleep, ms), cudaSuccess);
+  }
+  ASSERT_EQ(cudaMemcpyAsync(p, src, count * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+}
+
+std::vector<float> Read(const void* p, size_t count, cudaStream_t s) {
+  std::vector<float> v(count);
+  cudaMemcpyAsync(v.data(), p, count * sizeof(float), cudaMemcpyDeviceToHost, s);
+  cudaStreamSynchronize(s);
+  return v;
+}
+
+hvds_tensor_t View(void* p, size_t count) {
+  hvds_tensor_t t = {};
+  t.data = p;
+  t.dtype = HVDS_FLOAT32;
+  t.device = 0;
+  t.ndim = 1;
+  t.shape[0] = (int64_t)count;
+  return t;
+}
+
+void* GpuAlloc(void*, hvds_dtype_t, int32_t, const int64_t*, size_t bytes) {
+  void* p = nullptr;
+  return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : nullptr;
+}
+
+hvds_result_t Complete(hvds_result_t (*enqueue)(const hvds_tensor_t*, hvds_tensor_t*,
+                                                const hvds_op_options_t*, hvds_handle_t*),
+                       hvds_tensor_t* in, hvds_tensor_t* out, const hvds_op_options_t& o) {
+  hvds_handle_t h = 0;
+  hvds_result_t rc = enqueue(in, out, &o, &h);
+  if (rc != HVDS_SUCCESS) return rc;
+  rc = hvds_wait(h, 60000);
+  hvds_release(h);
+  return rc;
+}
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    for (float* p : pinned_sources) cudaFreeHost(p);
+    pinned_sources.clear();
+  }
+  cudaStream_t stream_ = nullptr;
+  int delay_ms_ = 30;
+};
+
+using Staged = Gpu;
+using Routed = Gpu;
+
+TEST_F(Staged, EveryDenseCollectiveReadsAfterTheProducersStream) {
+  int r = hvds_rank(), n = hvds_size();
+  const size_t count = 1 << 20;
+  float *in = nullptr, *out = nullptr;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  CUDA_OK(cudaMalloc(&out, count * sizeof(float)));
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.stream = (int64_t)(intptr_t)stream_;
+  // Allreduce out of place, then in place: the sum of 1 + rank.
+  WriteLate(in, count, 1.0f + r, stream_, &delay_ms_);
+  hvds_tensor_t vi = View(in, count), vo = View(out, count);
+  o.name = "staged.out";
+  ASSERT_EQ(Complete(hvds_allreduce_async, &vi, &vo, o), HVDS_SUCCESS) << hvds_last_error();
+  float sum = n * (n + 1) / 2.0f;
+  std::vector<float> got = Read(out, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), sum), (long)count);
+  o.name = "staged.in";
+  ASSERT_EQ(Complete(hvds_allreduce_async, &vi, &vi, o), HVDS_SUCCESS) << hvds_last_error();
+  got = Read(in, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), sum), (long)count);
+  // Broadcast from the last rank.
+  WriteLate(in, count, 10.0f + r, stream_, &delay_ms_);
+  o.name = "staged.bcast";
+  o.root_rank = n - 1;
+  hvds_handle_t h = 0;
+  ASSERT_EQ(hvds_broadcast_async(&vi, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  hvds_release(h);
+  got = Read(in, 4, stream_);
+  EXPECT_EQ(got, std::vector<float>(4, 10.0f + n - 1));
+  // Allgather of rank + 1 elements each, into memory of the allocator.
+  o.root_rank = 0;
+  o.name = "staged.gather";
+  o.alloc = GpuAlloc;
+  WriteLate(in, r + 1, (float)r, stream_, &delay_ms_);
+  hvds_tensor_t vg = View(in, r + 1);
+  ASSERT_EQ(hvds_allgather_async(&vg, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  hvds_tensor_t g;
+  ASSERT_EQ(hvds_handle_output(h, 0, &g), HVDS_SUCCESS);
+  EXPECT_EQ(g.device, 0);
+  std::vector<float> want;
+  for (int q = 0; q < n; q++) want.insert(want.end(), q + 1, (float)q);
+  EXPECT_EQ(Read(g.data, want.size(), stream_), want);
+  cudaFree(g.data);
+  hvds_release(h);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+TEST_F(Staged, ManyOperationsKeepGpuMemoryFlat) {
+  const size_t count = 1 << 18;
+  float* in = nullptr;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  hvds_tensor_t v = View(in, count);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.op = HVDS_AVERAGE;
+  o.stream = (int64_t)(intptr_t)stream_;
+  size_t free_before = 0, free_after = 0, total = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (i == 20) CUDA_OK(cudaMemGetInfo(&free_before, &total));  // after the warm-up
+    std::string name = "flat." + std::to_string(i % 4);
+    o.name = name.c_str();
+    ASSERT_EQ(Complete(hvds_allreduce_async, &v, &v, o), HVDS_SUCCESS) << hvds_last_error();
+  }
+  CUDA_OK(cudaMemGetInfo(&free_after, &total));
+  EXPECT_EQ(free_after, free_before) << "GPU memory moved over 1000 operations";
+  cudaFree(in);
+}
+
+TEST_F(Routed, AFusedAllreduceWaitsForEveryProducer) {
+  ASSERT_EQ(hvds_size(), 1) << "the routed cases run at np 1 (one GPU)";
+  const size_t count = 1 << 16;
+  std::vector<float*> bufs(8);
+  std::vector<hvds_tensor_t> views;
+  for (auto& b : bufs) {
+    CUDA_OK(cudaMalloc(&b, count * sizeof(float)));
+    views.push_back(View(b, count));
+  }
+  int right = 0;
+  for (int round = 0; round < 100; round++) {
+    for (size_t i = 0; i < bufs.size(); i++)
+      WriteLate(bufs[i], count, (float)(round + i), stream_, i == 0 ? &delay_ms_ : nullptr);
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "routed.group";
+    o.stream = (int64_t)(intptr_t)stream_;
+    o.prescale = 2.0;
+    hvds_handle_t h = 0;
+    ASSERT_EQ(
+        hvds_grouped_allreduce_async((int32_t)views.size(), views.data(), views.data(), &o, &h),
+        HVDS_SUCCESS)
+        << hvds_last_error();
+    ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+    hvds_release(h);
+    bool ok = true;
+    for (size_t i = 0; i < bufs.size(); i++)
+      ok &= Read(bufs[i], 4, stream_) == std::vector<float>(4, 2.0f * (float)(round + i));
+    right += ok;
+  }
+  EXPECT_EQ(right, 100);
+  for (auto b : bufs) cudaFree(b);
+}
+
+// Median microseconds of reps calls of fn.
+template <class F>
+double MedianUs(F fn, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+TEST_F(Routed, AgainstRawNcclAllReduceOnTheSameBuffers) {
+  ASSERT_EQ(hvds_size(), 1) << "the routed cases run at np 1 (one GPU)";
+  ncclComm_t comm;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, &dev), ncclSuccess);
+  const char* dir = getenv("HVDS_GPU_OUT");
+  std::string path = std::string(dir ? dir : ".") + "/gpu_runtime.csv";
+  FILE* csv = fopen(path.c_str(), "w");
+  ASSERT_NE(csv, nullptr) << path;
+  fprintf(csv, "case,bytes,hvdsparse_us,nccl_us,ratio\n");
+  for (size_t bytes : {(size_t)4 << 10, (size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20,
+                       (size_t)64 << 20, (size_t)256 << 20}) {
+    size_t count = bytes / 4;
+    float *in = nullptr, *out = nullptr;
+    CUDA_OK(cudaMalloc(&in, bytes));
+    CUDA_OK(cudaMalloc(&out, bytes));
+    CUDA_OK(cudaMemset(in, 0, bytes));
+    hvds_tensor_t vi = View(in, count), vo = View(out, count);
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "routed.bench";
+    o.stream = (int64_t)(intptr_t)stream_;
+    auto ours = [&] { Complete(hvds_allreduce_async, &vi, &vo, o); };
+    auto raw = [&] {
+      ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm, stream_);
+      cudaStreamSynchronize(stream_);
+    };
+    for (int i = 0; i < 5; i++) ours(), raw();
+    double a = MedianUs(ours, 30), b = MedianUs(raw, 30);
+    fprintf(csv, "allreduce_out_of_place,%zu,%.1f,%.1f,%.3f\n", bytes, a, b, b / a);
+    printf("allreduce %10zu B: hvdsparse %.1f us, ncclAllReduce %.1f us, algbw ratio %.3f\n", bytes,
+           a, b, b / a);
+    if (bytes >= ((size_t)64 << 20)) {
+      EXPECT_GE(b / a, 0.95) << bytes << " bytes";
+    }
+    if (bytes == ((size_t)4 << 10)) {
+      EXPECT_LE(a - b, 10.0) << "us more per call at 4 KiB";
+    }
+    cudaFree(in);
+    cudaFree(out);
+  }
+  // 64 tensors of 256 KiB, fused, against one of 16 MiB.
+  std::vector<float*> parts(64);
+  std::vector<hvds_tensor_t> views;
+  for (auto& p : parts) {
+    CUDA_OK(cudaMalloc(&p, 256 << 10));
+    views.push_back(View(p, (256 << 10) / 4));
+  }
+  float* whole = nullptr;
+  CUDA_OK(cudaMalloc(&whole, 16 << 20));
+  hvds_tensor_t vw = View(whole, (16 << 20) / 4);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.stream = (int64_t)(intptr_t)stream_;
+  auto fused = [&] {
+    o.name = "routed.parts";
+    hvds_handle_t h = 0;
+    hvds_grouped_allreduce_async(64, views.data(), views.data(), &o, &h);
+    hvds_wait(h, 60000);
+    hvds_release(h);
+  };
+  auto single = [&] {
+    o.name = "routed.whole";
+    Complete(hvds_allreduce_async, &vw, &vw, o);
+  };
+  for (int i = 0; i < 5; i++) fused(), single();
+  double f = MedianUs(fused, 30), s = MedianUs(single, 30);
+  fprintf(csv, "fused_64x256KiB_vs_16MiB,%d,%.1f,%.1f,%.3f\n", 16 << 20, f, s, f / s);
+  printf("64 x 256 KiB fused %.1f us, one 16 MiB %.1f us: %.3fx\n", f, s, f / s);
+  EXPECT_LE(f / s, 1.3);
+  fclose(csv);
+  for (auto p : parts) cudaFree(p);
+  cudaFree(whole);
+  ncclCommDestroy(comm);
+}
+
+class Runtime : public ::testing::Environment {
+ public:
+  void SetUp() override { ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error(); }
+  void TearDown() override { hvds_shutdown(); }
+};
+
+const auto* const kRuntime = ::testing::AddGlobalTestEnvironment(new Runtime);
+
+}  // namespace
