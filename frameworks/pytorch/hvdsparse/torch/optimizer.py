@@ -173,7 +173,7 @@ class _DistributedMixin(topk.ResidualStateMixin):
         """The contribution of a parameter unused in this step: an empty sparse gradient when
         its gradients have been sparse (so every rank takes the sparse path), else zeros."""
         if p in self._sparse_grads and not self.sparse_as_dense:
-            return torch.sparse_coo_tensor(torch.empty(1, 0, dtype=torch.int64),
+            return torch.sparse_coo_tensor(torch.empty(1, 0, dtype=torch.int64, device=p.device),
                                            p.data.new_empty((0,) + tuple(p.shape[1:])),
                                            p.shape)
         return torch.zeros_like(p.data)

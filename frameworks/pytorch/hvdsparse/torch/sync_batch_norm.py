@@ -37,7 +37,7 @@ class SyncBatchNorm(_BatchNorm):
         c = input.shape[1]
         dims = [0] + list(range(2, input.dim()))
         x = input if input.dtype == torch.float64 else input.float()
-        count = torch.tensor([float(x.numel() // c)], dtype=x.dtype)
+        count = torch.tensor([float(x.numel() // c)], dtype=x.dtype, device=x.device)
         local = torch.cat([x.sum(dims), (x * x).sum(dims), count])
         total = allreduce(local, op=Sum, name=None, process_set=self.process_set)
         n = total[2 * c]
