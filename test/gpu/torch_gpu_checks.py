@@ -3,7 +3,8 @@ every rank's tensors on cuda:0, so np 2 is two processes sharing the GPU through
 path (docs/gpu.md). Each check prints one line and appends its figures to OUT/torch_gpu.jsonl;
 the exit status is the number of failed checks.
 
-  python torch_gpu_checks.py --out DIR [--checks collectives,stream,memory,training] [--bench]
+  python torch_gpu_checks.py --out DIR [--checks collectives,stream,memory,training,sync_bn]
+      [--bench]
       [--bench-nccl]
 
 With HVDSPARSE_GPU_OPERATIONS=nccl the allreduces take the NCCL route instead of staging;
@@ -156,6 +157,24 @@ def check_training(dev, out):
         record(out, "training." + kind, diff <= 1e-9, max_abs_difference=diff)
 
 
+def sync_bn_step(dev):
+    """Output, input gradient and running statistics of SyncBatchNorm on one rank's batch."""
+    torch.manual_seed(3)
+    bn = hvd.SyncBatchNorm(4).double().to(dev)
+    g = torch.Generator().manual_seed(5 + hvd.rank())
+    x = torch.randn(6, 4, 5, 5, generator=g, dtype=torch.float64).to(dev).requires_grad_()
+    y = bn(x)
+    (y * y).sum().backward()
+    return [t.detach().cpu() for t in (y, x.grad, bn.running_mean, bn.running_var)]
+
+
+def check_sync_bn(dev, out):
+    """SyncBatchNorm on the device (Horovod's GPU-only case) equals the same step on the CPU."""
+    on_dev, on_cpu = sync_bn_step(dev), sync_bn_step("cpu")
+    diff = max(float((a - b).abs().max()) for a, b in zip(on_dev, on_cpu))
+    record(out, "sync_batch_norm", diff <= 1e-9, max_abs_difference=diff)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -305,7 +324,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--checks", default="collectives,stream,memory,training")
+    ap.add_argument("--checks", default="collectives,stream,memory,training,sync_bn")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-nccl", action="store_true")
     args = ap.parse_args()
@@ -319,7 +338,7 @@ def main():
             torch.__version__, torch.version.cuda, hvd.nccl_built(), hvd.size(), dev),
             flush=True)
     checks = {"collectives": check_collectives, "stream": check_stream,
-              "memory": check_memory, "training": check_training}
+              "memory": check_memory, "training": check_training, "sync_bn": check_sync_bn}
     for name in args.checks.split(","):
         if dev.type == "cpu" and name in ("stream", "memory"):
             continue
