@@ -24,9 +24,9 @@ hvds_gpu_ops_t hvds__gpu_operations(void) {
   return HVDS_GPU_OPS_INVALID;
 }
 
-int hvds__device_routed(int32_t type, hvds_reduce_op_t op) {
+int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype) {
   return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && type == HVDS_MSG_ALLREDUCE &&
-         op != HVDS_ADASUM;
+         op != HVDS_ADASUM && dtype != HVDS_INT16 && dtype != HVDS_UINT16;
 }
 
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,

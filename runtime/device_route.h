@@ -23,9 +23,10 @@ typedef enum {
 } hvds_gpu_ops_t;
 hvds_gpu_ops_t hvds__gpu_operations(void);
 
-/* Whether GPU tensors of operation type with op go through the route rather than staging. The
- * knob must be the same on every rank, as it decides which collective runs. */
-int hvds__device_routed(int32_t type, hvds_reduce_op_t op);
+/* Whether GPU tensors of operation type with op and dtype go through the route rather than
+ * staging (NCCL has no 16-bit integers: those are staged). The knob must be the same on every
+ * rank, as it decides which collective runs. */
+int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype);
 
 /* At enqueue, for a routed entry: records its ready event on stream. rank and what name a
  * failure (recorded with hvds_last_error). */

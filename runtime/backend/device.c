@@ -127,7 +127,7 @@ static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec
 static int takes(const hvds_pset_t* s, const hvds_response_t* r, size_t bytes) {
   (void)s, (void)bytes;
   return r->type == HVDS_MSG_ALLREDUCE && r->device == HVDS_DEVICE_CLASS_GPU &&
-         hvds__device_routed(r->type, r->reduce_op);
+         hvds__device_routed(r->type, r->reduce_op, (hvds_dtype_t)r->dtype);
 }
 
 const hvds_backend_t hvds__backend_device = {

@@ -153,6 +153,26 @@ TEST(DeviceRoute, ManyOperationsLeaveNoEventsOrCommunicatorsBehind) {
   EXPECT_EQ(after.comms, before.comms) << "every communicator freed";
 }
 
+// NCCL has no 16-bit integers: such GPU allreduces are staged, and right.
+TEST(DeviceRoute, SixteenBitIntegersAreStaged) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    int16_t v[3] = {(int16_t)(1 + rank), -2, 300};
+    void* p = Fake::Get().alloc(sizeof(v), rank);
+    Fake::Get().write(p, v, sizeof(v));
+    hvds_tensor_t t = {p, HVDS_INT16, rank, 1, {3}};
+    Finish(ranks, rt, Enqueue(rt, HVDS_MSG_ALLREDUCE, "counts", t, nullptr), "counts");
+    Fake::Get().read(v, p, sizeof(v));
+    EXPECT_EQ(std::vector<int16_t>(v, v + 3), (std::vector<int16_t>{3, -4, 600}));
+    Fake::Get().free(p);
+  });
+  EXPECT_EQ(Fake::Get().stats().copies_to_host - copies.copies_to_host, 2) << "staged";
+  EXPECT_EQ(Fake::Get().route_stats().calls, before.calls) << "not routed";
+}
+
 // Horovod's HOROVOD_GPU_OPERATIONS (its build's NCCL or MPI, often left set) selects nothing.
 TEST(DeviceRoute, HorovodsBuildTimeVariableLeavesGpuTensorsStaged) {
   setenv("HOROVOD_GPU_OPERATIONS", "NCCL", 1);
