@@ -18,6 +18,7 @@ struct hvds_staging {
   int device;     /* the GPU of the caller's tensors */
   int64_t stream; /* the producer's stream; the result is ordered on it too */
   void* in_host;  /* the input's host copy */
+  void* copied;   /* the copy in's completion event until waited for, or NULL */
   size_t in_bytes;
   void* out_host;      /* allreduce out of place: the result's host memory; else NULL */
   void* device_out;    /* allreduce and broadcast: the caller's GPU memory for the result */
@@ -84,8 +85,8 @@ hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const
                            "%s '%s' on rank %d: no page-locked host memory for %zu bytes to stage "
                            "the tensor from GPU %d (%s)",
                            what, e->name, rank, st->in_bytes, st->device, why);
-  if (api->copy_to_host(st->in_host, e->input.data, st->in_bytes, st->device, stream, why,
-                        sizeof(why)) != 0)
+  if (api->copy_to_host_async(st->in_host, e->input.data, st->in_bytes, st->device, stream,
+                              &st->copied, why, sizeof(why)) != 0)
     return hvds__set_error(HVDS_SYSTEM_ERROR,
                            "%s '%s' on rank %d: copying the tensor from GPU %d to host memory "
                            "failed (%s)",
@@ -157,8 +158,28 @@ hvds_result_t hvds__unstage_entry(hvds_entry_t* e, hvds_result_t status, int ran
   return status;
 }
 
+hvds_result_t hvds__staging_wait(hvds_entry_t* e, int rank, char* message, size_t message_len) {
+  struct hvds_staging* st = e->staging;
+  if (st == NULL || st->copied == NULL) return HVDS_SUCCESS;
+  char why[512] = "";
+  int rc = st->api->event_wait(st->copied, why, sizeof(why));
+  st->api->event_free(st->copied);
+  st->copied = NULL;
+  if (rc == 0) return HVDS_SUCCESS;
+  snprintf(message, message_len,
+           "'%s' on rank %d: copying the tensor from GPU %d to host memory "
+           "failed (%s)",
+           e->name, rank, st->device, why);
+  return HVDS_SYSTEM_ERROR;
+}
+
 void hvds__staging_free(struct hvds_staging* st) {
   if (st == NULL) return;
+  if (st->copied != NULL) {  // the copy must land before its buffer goes back to the pool
+    char why[512];
+    st->api->event_wait(st->copied, why, sizeof(why));
+    st->api->event_free(st->copied);
+  }
   hvds__pinned_put(st->api, st->in_host, st->in_bytes);
   hvds__pinned_put(st->api, st->out_host, st->in_bytes);
   free(st);

@@ -1,7 +1,8 @@
 /* GPU tensors staged through page-locked host memory into the CPU path
- * (HVDSPARSE_GPU_OPERATIONS=host, docs/gpu.md): the input is copied to host on the producer's
- * stream at enqueue, the collective runs on the host copy, and the result is copied back to the
- * GPU before the handle completes. Negotiation still sees the tensor's device. */
+ * (HVDSPARSE_GPU_OPERATIONS=host, docs/gpu.md): the input's copy to host is queued on the
+ * producer's stream at enqueue (the caller does not wait), the collective waits for it and runs
+ * on the host copy, and the result is copied back to the GPU before the handle completes.
+ * Negotiation still sees the tensor's device. */
 #ifndef HVDS_RUNTIME_DEVICE_STAGING_H_
 #define HVDS_RUNTIME_DEVICE_STAGING_H_
 
@@ -19,6 +20,11 @@ extern "C" {
  * name the failure; the error is recorded (hvds_last_error) and e left for the caller to
  * free. */
 hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const char* what);
+
+/* Waits until e's copy in (queued at enqueue on the producer's stream) has landed in host
+ * memory: the collective reads it next. A failed copy is this rank's GPU failing: the message
+ * names the rank and the tensor, and the caller stops the runtime. */
+hvds_result_t hvds__staging_wait(hvds_entry_t* e, int rank, char* message, size_t message_len);
 
 /* Moves a staged entry's result to its GPU (allreduce and broadcast: into the caller's tensor;
  * allgather, alltoall, reducescatter: into memory from the caller's allocator, which then

@@ -303,6 +303,16 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
   if (x.entries == NULL) return HVDS_SYSTEM_ERROR;
   for (int32_t i = 0; i < r->nnames; i++)
     x.entries[i] = r->type == HVDS_MSG_JOIN ? NULL : hvds__name_map_remove(&s->pending, r->names[i]);
+  for (int32_t i = 0; i < x.n; i++) {  // staged GPU tensors: their copies in must have landed
+    hvds_result_t waited = x.entries[i] ? hvds__staging_wait(x.entries[i], rt->rank, s->comm->error,
+                                                             sizeof(s->comm->error))
+                                        : HVDS_SUCCESS;
+    if (waited != HVDS_SUCCESS) {  // this rank's GPU failed: the runtime stops, naming it
+      finish_all(rt, &x, waited, s->comm->error);
+      if (x.entries != stack) free(x.entries);
+      return waited;
+    }
+  }
 
   hvds_result_t rc = HVDS_SUCCESS;
   switch (r->type) {

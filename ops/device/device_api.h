@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 3
+#define HVDS_DEVICE_API_VERSION 4
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -75,6 +75,15 @@ typedef struct {
                    const size_t* counts, int n, int dtype, int op, double prescale,
                    double postscale, void* const* ready, int nready, hvds_device_done_fn done,
                    void* done_arg, char* why, size_t why_len);
+
+  /* Version 4: staging without holding the caller. */
+  /* Queues a copy of bytes of GPU device's memory to page-locked host memory on stream, after
+   * the work queued there so far, and returns at once; *done gets an event (as ready_event's,
+   * freed by event_free) that completes with the copy, or NULL when bytes is 0. -1 with why. */
+  int (*copy_to_host_async)(void* host, const void* device_memory, size_t bytes, int device,
+                            int64_t stream, void** done, char* why, size_t why_len);
+  /* Returns once event completed; -1 with why when the work before it failed. */
+  int (*event_wait)(void* event, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -6,6 +6,7 @@
 
 #include "current_device.h"
 #include "device_api.h"
+#include "device_events.h"
 #include "device_route.h"
 #include "nccl_backend.h"
 
@@ -88,6 +89,8 @@ static const hvds_device_api_t table = {
     .ready_event = hvds__route_ready_event,
     .event_free = hvds__route_event_free,
     .allreduce = hvds__route_allreduce,
+    .copy_to_host_async = hvds__route_copy_to_host_async,
+    .event_wait = hvds__route_event_wait,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "current_device.h"
+#include "device_events.h"
 #include "nccl_backend.h"
 
 enum { kMaxDevices = 64 };
@@ -97,58 +98,6 @@ void hvds__route_comm_destroy(void* comm) {
   free(c);
 }
 
-/* Ready events are reused: creating one costs microseconds on every allreduce. A freed event
- * may be recorded again at once, since a stream that waits on it took its state when it
- * started waiting. */
-typedef struct ready_event {
-  cudaEvent_t ev;
-  int device;
-  struct ready_event* next;
-} ready_event_t;
-
-static pthread_mutex_t events_mu = PTHREAD_MUTEX_INITIALIZER;
-static ready_event_t* free_events;
-
-void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_len) {
-  pthread_mutex_lock(&events_mu);
-  ready_event_t** at = &free_events;
-  while (*at != NULL && (*at)->device != device) at = &(*at)->next;
-  ready_event_t* r = *at;
-  if (r != NULL) *at = r->next;
-  pthread_mutex_unlock(&events_mu);
-  int previous = hvds__current_device();
-  cudaError_t e = cudaSetDevice(device);
-  if (r == NULL && e == cudaSuccess) {
-    r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-      hvds__restore_device(previous);
-      say(why, why_len, "%s", "out of memory");
-      return NULL;
-    }
-    r->device = device;
-    e = cudaEventCreateWithFlags(&r->ev, cudaEventDisableTiming);
-  }
-  if (e == cudaSuccess) e = cudaEventRecord(r->ev, (cudaStream_t)(intptr_t)stream);
-  hvds__restore_device(previous);
-  if (e != cudaSuccess) {
-    say(why, why_len, "recording the ready event failed: %s", cudaGetErrorString(e));
-    if (r != NULL && r->ev != NULL) cudaEventDestroy(r->ev);
-    free(r);
-    (void)cudaGetLastError();
-    return NULL;
-  }
-  return r;
-}
-
-void hvds__route_event_free(void* event) {
-  ready_event_t* r = event;
-  if (r == NULL) return;
-  pthread_mutex_lock(&events_mu);
-  r->next = free_events;
-  free_events = r;
-  pthread_mutex_unlock(&events_mu);
-}
-
 /* The device's fusion buffer of at least bytes; growing waits for the work using the old one. */
 static void* fusion_buffer(device_state_t* d, size_t bytes, char* why, size_t why_len) {
   pthread_mutex_lock(&d->mu);
@@ -227,7 +176,7 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
   hvds_result_t rc = HVDS_SYSTEM_ERROR;
   if (completion != NULL && events != NULL) {
     *completion = (completion_t){done, done_arg};
-    for (int i = 0; i < nready; i++) events[i] = ((ready_event_t*)ready[i])->ev;
+    for (int i = 0; i < nready; i++) events[i] = hvds__device_event_handle(ready[i]);
     hvds_nccl_call_t call = {events, nready, complete, completion};
     int previous = hvds__current_device();
     rc = launch(c, inputs, outputs, counts, n, (hvds_dtype_t)dtype, (hvds_reduce_op_t)op, prescale,

@@ -15,8 +15,6 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
 void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
                               void* bctx, char* why, size_t why_len);
 void hvds__route_comm_destroy(void* comm);
-void* hvds__route_ready_event(int device, int64_t stream, char* why, size_t why_len);
-void hvds__route_event_free(void* event);
 int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
                           const size_t* counts, int n, int dtype, int op, double prescale,
                           double postscale, void* const* ready, int nready,

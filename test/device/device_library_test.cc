@@ -86,7 +86,7 @@ struct LoadCase {
   const char* what;
   const char* library;  // HVDSPARSE_DEVICE_LIBRARY
   int cuda_built, nccl_built;
-  const char* error;  // a part of the GPU tensor's error
+  std::string error;  // a part of the GPU tensor's error
 };
 
 TEST(DeviceLibrary, EachLibraryIsTakenOrRefusedWithItsReason) {
@@ -95,7 +95,8 @@ TEST(DeviceLibrary, EachLibraryIsTakenOrRefusedWithItsReason) {
        "tensor 'grad.fc1' is on device 0, but this installation has no GPU support "
        "(/nonexistent/libhvdsparse_device.so: cannot open"},
       {"another interface version", FAKE_LIBRARY_OTHER_VERSION, 0, 0,
-       "not a device library of this version (interface 99, want 3)"},
+       "not a device library of this version (interface 99, want " +
+           std::to_string(HVDS_DEVICE_API_VERSION) + ")"},
       {"NCCL too old", FAKE_LIBRARY_OLD_NCCL, 0, 0,
        "the NCCL it resolved is version 21000, older than 21400"},
       {"taken", FAKE_LIBRARY_GOOD, 1, 22809,

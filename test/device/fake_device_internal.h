@@ -15,6 +15,17 @@
 /* The fake GPU memory, read and written by the library itself (not counted as copies). */
 void fake_device_read_memory(void* host, const void* device_memory, size_t bytes);
 void fake_device_write_memory(void* device_memory, const void* host, size_t bytes);
+/* An event: a producer's ready event, or a queued copy's completion (bytes > 0 until it
+ * landed). */
+typedef struct {
+  int64_t stream;
+  void* dst;
+  const void* src;
+  size_t bytes;
+} fake_event_t;
+/* Moves a queued copy's bytes (at the wait, or when the event is freed). */
+void fake_event_settle(fake_event_t* ev);
+
 /* The GPU of the allocation holding p, or -1. */
 int fake_device_of(const void* p);
 

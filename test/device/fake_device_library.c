@@ -60,10 +60,13 @@ static allocation_t* find(const void* p, size_t bytes) {
   return NULL;
 }
 
+static void direct_copy(void* dst, const void* src, const void* device_memory, size_t bytes);
+
 /* One copy between host memory and the fake GPU memory at device_memory, as CUDA would do it
- * on device's stream; refused like CUDA refuses a pointer of another GPU. */
+ * on device's stream; refused like CUDA refuses a pointer of another GPU. defer: checked and
+ * counted now, the bytes moved by fake_event_settle (a queued copy). */
 static int copy(void* dst, const void* src, const void* device_memory, size_t bytes, int device,
-                int64_t stream, int to_host, char* why, size_t why_len) {
+                int64_t stream, int to_host, int defer, char* why, size_t why_len) {
   pthread_mutex_lock(&mu);
   allocation_t* a = bytes > 0 ? find(device_memory, bytes) : NULL;
   const char* fault = NULL;
@@ -78,7 +81,7 @@ static int copy(void* dst, const void* src, const void* device_memory, size_t by
     snprintf(why, why_len, "fake cudaMemcpyAsync: %s", fault);
     return -1;
   }
-  if (bytes > 0) {
+  if (bytes > 0 && !defer) {
     mprotect(a->base, a->len, PROT_READ | PROT_WRITE);
     memcpy(dst, src, bytes);
     mprotect(a->base, a->len, PROT_NONE);
@@ -94,12 +97,41 @@ static int copy(void* dst, const void* src, const void* device_memory, size_t by
 
 static int copy_to_host(void* host, const void* device_memory, size_t bytes, int device,
                         int64_t stream, char* why, size_t why_len) {
-  return copy(host, device_memory, device_memory, bytes, device, stream, 1, why, why_len);
+  return copy(host, device_memory, device_memory, bytes, device, stream, 1, 0, why, why_len);
+}
+
+/* Queued like cudaMemcpyAsync behind a sleeping stream: the bytes land only when the event is
+ * waited for (or freed), so a runtime that read the host copy before waiting would read stale
+ * bytes. */
+static int copy_to_host_async(void* host, const void* device_memory, size_t bytes, int device,
+                              int64_t stream, void** done, char* why, size_t why_len) {
+  *done = NULL;
+  if (bytes == 0) return 0;
+  if (copy(host, device_memory, device_memory, bytes, device, stream, 1, 1, why, why_len) != 0)
+    return -1;
+  fake_event_t* ev = fake_route_ready_event(device, stream, why, why_len);
+  ev->dst = host;
+  ev->src = device_memory;
+  ev->bytes = bytes;
+  *done = ev;
+  return 0;
+}
+
+static int event_wait(void* event, char* why, size_t why_len) {
+  (void)why, (void)why_len;
+  fake_event_settle(event);
+  return 0;
+}
+
+void fake_event_settle(fake_event_t* ev) {
+  if (ev == NULL || ev->bytes == 0) return;
+  direct_copy(ev->dst, ev->src, ev->src, ev->bytes);
+  ev->bytes = 0;
 }
 
 static int copy_to_device(void* device_memory, const void* host, size_t bytes, int device,
                           int64_t stream, char* why, size_t why_len) {
-  return copy(device_memory, host, device_memory, bytes, device, stream, 0, why, why_len);
+  return copy(device_memory, host, device_memory, bytes, device, stream, 0, 0, why, why_len);
 }
 
 static const hvds_device_api_t table = {
@@ -117,6 +149,8 @@ static const hvds_device_api_t table = {
     .ready_event = fake_route_ready_event,
     .event_free = fake_route_event_free,
     .allreduce = fake_route_allreduce,
+    .copy_to_host_async = copy_to_host_async,
+    .event_wait = event_wait,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }

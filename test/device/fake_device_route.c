@@ -190,8 +190,8 @@ void fake_route_comm_destroy(void* comm) {
 
 void* fake_route_ready_event(int device, int64_t stream, char* why, size_t why_len) {
   (void)why, (void)why_len, (void)device;
-  int64_t* ev = malloc(sizeof(*ev));
-  *ev = stream;
+  fake_event_t* ev = calloc(1, sizeof(*ev));
+  ev->stream = stream;
   pthread_mutex_lock(&mu);
   stats.events++;
   stats.last_event_stream = stream;
@@ -200,6 +200,7 @@ void* fake_route_ready_event(int device, int64_t stream, char* why, size_t why_l
 }
 
 void fake_route_event_free(void* event) {
+  fake_event_settle(event);
   pthread_mutex_lock(&mu);
   stats.events--;
   pthread_mutex_unlock(&mu);
@@ -239,7 +240,7 @@ int fake_route_allreduce(void* comm, const void* const* inputs, void* const* out
   stats.calls++;
   stats.last_call_tensors = n;
   stats.last_call_ready_events = nready;
-  stats.last_ready_stream = nready > 0 ? *(int64_t*)ready[0] : -1;
+  stats.last_ready_stream = nready > 0 ? ((fake_event_t*)ready[0])->stream : -1;
   pthread_mutex_unlock(&mu);
   pthread_mutex_lock(&g->mu);
   g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = call;
