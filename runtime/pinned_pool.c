@@ -4,7 +4,9 @@
 
 #include <pthread.h>
 
-enum { kClasses = 40, kKeepPerClass = 4, kSmallestShift = 12 };
+/* A training step has every gradient in flight at once (hundreds of tensors, many of one
+ * size): a class keeps up to 512 buffers, within kKeepBytes in all. */
+enum { kClasses = 40, kKeepPerClass = 512, kSmallestShift = 12 };
 static const size_t kKeepBytes = (size_t)1 << 30;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;

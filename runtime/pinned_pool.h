@@ -1,6 +1,7 @@
 /* Page-locked host buffers from the device library, kept for reuse: asking CUDA for pinned
- * memory costs far more than the copy it serves, so staged operations of similar sizes share a
- * few buffers per power-of-two size class. Process-wide and thread-safe. */
+ * memory costs far more than the copy it serves, so the staged operations of one training step
+ * reuse the buffers of the step before, by power-of-two size class. Process-wide and
+ * thread-safe. */
 #ifndef HVDS_RUNTIME_PINNED_POOL_H_
 #define HVDS_RUNTIME_PINNED_POOL_H_
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -204,6 +205,38 @@ TEST(DeviceStaging, AnUnknownGpuOperationsValueIsRefused) {
             std::make_pair(HVDS_INVALID_ARGUMENT,
                            std::string("GPU_OPERATIONS=mpi is not one of host, nccl, auto "
                                        "(tensor 'w')")));
+}
+
+// A training step's gradients are all in flight at once: the next step reuses their pinned
+// buffers instead of asking for new ones.
+TEST(DeviceStaging, TheNextStepReusesTheStepsPinnedBuffers) {
+  InstanceRanks ranks(2);
+  std::vector<long> allocs;
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    std::vector<std::unique_ptr<DeviceTensor>> grads;
+    std::vector<hvds_tensor_t> views;
+    for (int i = 0; i < 40; i++) {
+      grads.emplace_back(new DeviceTensor(std::vector<float>(3000, 1.0f), rank));
+      views.push_back(grads.back()->View());
+    }
+    for (int step = 0; step < 3; step++) {
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      o.name = "step";
+      o.op = HVDS_AVERAGE;
+      hvds_handle_t h = 0;
+      ASSERT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 40, views.data(), views.data(),
+                              &o, &h),
+                HVDS_SUCCESS)
+          << hvds_last_error();
+      Finish(ranks, rt, h, "step");
+      hvds__release(rt, h);
+      ranks.Sync();
+      if (rank == 0) allocs.push_back(Fake::Get().stats().host_allocs);
+      ranks.Sync();
+    }
+  });
+  ASSERT_EQ(allocs.size(), 3u);
+  EXPECT_EQ(allocs[2], allocs[0]) << "steps 2 and 3 asked for no new pinned memory";
 }
 
 // Many operations leave no page-locked memory behind beyond the pool's few buffers per size,

@@ -38,7 +38,10 @@ static void* host_alloc(size_t bytes, char* why, size_t why_len) {
   void* p = malloc(bytes ? bytes : 1);
   if (p == NULL) snprintf(why, why_len, "fake host_alloc: out of memory");
   pthread_mutex_lock(&mu);
-  if (p != NULL) stats.host_buffers++;
+  if (p != NULL) {
+    stats.host_buffers++;
+    stats.host_allocs++;
+  }
   pthread_mutex_unlock(&mu);
   return p;
 }

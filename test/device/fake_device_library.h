@@ -12,6 +12,7 @@ extern "C" {
 typedef struct {
   long copies_to_host, copies_to_device;
   long host_buffers;   /* page-locked buffers given out and not freed */
+  long host_allocs;    /* page-locked buffers ever given out */
   long device_buffers; /* fake GPU allocations not freed */
   int64_t last_stream; /* the stream of the last copy */
 } fake_device_stats_t;
