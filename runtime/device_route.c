@@ -25,8 +25,11 @@ hvds_gpu_ops_t hvds__gpu_operations(void) {
 }
 
 int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype) {
-  return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && type == HVDS_MSG_ALLREDUCE &&
-         op != HVDS_ADASUM && dtype != HVDS_INT16 && dtype != HVDS_UINT16;
+  int kind =
+      type == HVDS_MSG_ALLREDUCE || type == HVDS_MSG_ALLGATHER || type == HVDS_MSG_REDUCESCATTER;
+  int reduces = type != HVDS_MSG_ALLGATHER;  // NCCL reduces no 16-bit integers and no Adasum
+  return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && kind &&
+         !(reduces && (op == HVDS_ADASUM || dtype == HVDS_INT16 || dtype == HVDS_UINT16));
 }
 
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
@@ -38,6 +41,11 @@ hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int ra
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s '%s': the input is on device %d but the output on device %d", what,
                            e->name, e->input.device, e->output.device);
+  if (e->type != HVDS_MSG_ALLREDUCE && e->alloc == NULL)
+    return hvds__set_error(HVDS_INVALID_ARGUMENT,
+                           "%s '%s' of a GPU tensor needs an allocator (options alloc) for its "
+                           "output on the GPU",
+                           what, e->name);
   e->ready_event = api->ready_event(e->input.device, stream, why, sizeof(why));
   if (e->ready_event == NULL)
     return hvds__set_error(HVDS_SYSTEM_ERROR, "%s '%s' on rank %d: GPU %d: %s", what, e->name, rank,

@@ -1,8 +1,8 @@
 /* GPU tensors run by the device library's NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl,
- * docs/gpu.md): allreduce only so far; every other GPU operation is staged through host memory
- * (device_staging.h). At enqueue the producer's stream gets a ready event (here); at execution
- * the device backend (backend/device.c) launches the fused allreduce on the GPU's own stream,
- * which waits for those events, and the entries complete from the library's completion
+ * docs/gpu.md): allreduce, allgather and reducescatter; every other GPU operation is staged through
+ * host memory (device_staging.h). At enqueue the producer's stream gets a ready event (here); at
+ * execution the device backend (backend/device.c) launches the fused allreduce on the GPU's own
+ * stream, which waits for those events, and the entries complete from the library's completion
  * thread. */
 #ifndef HVDS_RUNTIME_DEVICE_ROUTE_H_
 #define HVDS_RUNTIME_DEVICE_ROUTE_H_

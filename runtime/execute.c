@@ -57,7 +57,7 @@ void* hvds__entry_alloc_output(hvds_entry_t* e, int32_t ndim, const int64_t* sha
   hvds_tensor_t* t = &h->outputs[e->index];
   t->data = p;
   t->dtype = e->input.dtype;
-  t->device = -1;
+  t->device = e->staging == NULL ? e->input.device : -1;  // a staged result is on the host yet
   t->ndim = ndim;
   memcpy(t->shape, shape, (size_t)ndim * sizeof(int64_t));
   return p;
@@ -217,7 +217,6 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
   o.chunk_bytes = hvds__ring_chunk(rt, total * esz, s->n);
   const hvds_backend_t* be = hvds__backend_for(s, r, total * esz);
-  if (be->run_allreduce) return be->run_allreduce(s, r, x);
   if (rt->timeline) {
     char args[160];
     const char* algo = r->reduce_op == HVDS_ADASUM ? "adasum"
@@ -315,6 +314,14 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
   }
 
   hvds_result_t rc = HVDS_SUCCESS;
+  int whole = r->type == HVDS_MSG_ALLREDUCE || r->type == HVDS_MSG_ALLGATHER ||
+              r->type == HVDS_MSG_REDUCESCATTER;
+  const hvds_backend_t* runner = whole ? hvds__backend_for(s, r, 0) : NULL;
+  if (runner != NULL && runner->run != NULL) {  // a backend that runs the response itself
+    rc = runner->run(s, r, &x);
+    if (x.entries != stack) free(x.entries);
+    return rc;
+  }
   switch (r->type) {
     case HVDS_MSG_ERROR:
       finish_all(rt, &x, HVDS_PRECONDITION_ERROR, r->error);

@@ -45,6 +45,15 @@ void hvds__tl_activity(hvds_runtime_t* rt, const hvds_response_t* r,
                        const char* activity); /* NULL ends */
 void hvds__tl_end(hvds_runtime_t* rt, const hvds_response_t* r, hvds_exec_t* x);
 
+/* Elements in one row (every dimension after the first) of r's negotiated shape; the shape of
+ * dim0 such rows. */
+size_t hvds__row_elems(const hvds_response_t* r);
+void hvds__out_shape(const hvds_response_t* r, int64_t dim0, int64_t* shape);
+/* A reducescatter's blocks over n ranks (counts: elements per rank, Horovod's split of the first
+ * dimension) and the shape of rank's block; returns that shape's rank. */
+int32_t hvds__reducescatter_split(const hvds_response_t* r, int32_t n, int32_t rank, size_t* counts,
+                                  int64_t* shape);
+
 hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);

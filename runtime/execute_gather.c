@@ -11,23 +11,32 @@
 #include "process_set.h"
 #include "reduce.h"
 
-/* Elements in one row (every dimension after the first) of the negotiated shape. */
-static size_t row_elems(const hvds_response_t* r) {
+size_t hvds__row_elems(const hvds_response_t* r) {
   size_t n = 1;
   for (int32_t d = 1; d < r->nextra; d++) n *= (size_t)r->extra[d];
   return n;
 }
 
-static void out_shape(const hvds_response_t* r, int64_t dim0, int64_t* shape) {
+void hvds__out_shape(const hvds_response_t* r, int64_t dim0, int64_t* shape) {
   shape[0] = dim0;
   for (int32_t d = 1; d < r->nextra; d++) shape[d] = r->extra[d];
+}
+
+int32_t hvds__reducescatter_split(const hvds_response_t* r, int32_t n, int32_t rank, size_t* counts,
+                                  int64_t* shape) {
+  size_t row = hvds__row_elems(r);
+  int64_t dim0 = r->nextra > 0 ? r->extra[0] : 1;
+  for (int32_t k = 0; k < n; k++) counts[k] = (size_t)(dim0 / n + (k < dim0 % n ? 1 : 0)) * row;
+  hvds__out_shape(r, (int64_t)(counts[rank] / (row ? row : 1)), shape);
+  if (row == 0) shape[0] = dim0 / n + (rank < dim0 % n ? 1 : 0);
+  return r->nextra > 0 ? r->nextra : 1;
 }
 
 hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
-  size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
   if (bytes == NULL) {
     hvds__entry_finish(rt, e, HVDS_SYSTEM_ERROR, "out of memory");
@@ -42,7 +51,7 @@ hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
     rows += r->sizes[k];
   }
   int64_t shape[HVDS_MAX_DIMS];
-  out_shape(r, rows, shape);
+  hvds__out_shape(r, rows, shape);
   hvds__tl_start(rt, r, NULL);
   hvds__tl_activity(rt, r, "ALLOCATE_OUTPUT");
   char* out = hvds__entry_alloc_output(e, r->nextra, shape, (size_t)rows * row);
@@ -91,7 +100,7 @@ hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
   int32_t n = s->n;
-  size_t row = row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
   /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
   int32_t* splits = calloc((size_t)n * 2, sizeof(int32_t));
   size_t* v = calloc((size_t)n * 6, sizeof(size_t));
@@ -126,7 +135,7 @@ hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
     rows += recv_splits[k];
   }
   int64_t shape[HVDS_MAX_DIMS];
-  out_shape(r, rows, shape);
+  hvds__out_shape(r, rows, shape);
   char* out = hvds__entry_alloc_output(e, r->nextra, shape, roff);
   char* buf = out ? out : hvds__fusion_buffer(rt, roff);
   if (buf == NULL) {
@@ -162,8 +171,6 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   if (e == NULL) return HVDS_SUCCESS;
   int32_t n = s->n;
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
-  size_t row = row_elems(r);
-  int64_t dim0 = r->nextra > 0 ? r->extra[0] : 1;
   size_t total = (size_t)r->sizes[0];
   size_t* counts = calloc((size_t)n, sizeof(size_t));
   char* buf = hvds__fusion_buffer(rt, total * esz);
@@ -171,11 +178,10 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
     free(counts);
     return HVDS_SYSTEM_ERROR;
   }
+  int64_t shape[HVDS_MAX_DIMS];
+  int32_t ndim = hvds__reducescatter_split(r, n, s->my_rank, counts, shape);
   size_t my_off = 0;
-  for (int32_t k = 0; k < n; k++) {
-    counts[k] = (size_t)(dim0 / n + (k < dim0 % n ? 1 : 0)) * row;
-    if (k < s->my_rank) my_off += counts[k];
-  }
+  for (int32_t k = 0; k < s->my_rank; k++) my_off += counts[k];
   hvds__tl_start(rt, r, NULL);
   memcpy(buf, e->input.data, total * esz);
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
@@ -189,11 +195,8 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
     free(counts);
     return rc;
   }
-  int64_t shape[HVDS_MAX_DIMS];
-  out_shape(r, (int64_t)(counts[s->my_rank] / (row ? row : 1)), shape);
-  if (row == 0) shape[0] = dim0 / n + (s->my_rank < dim0 % n ? 1 : 0);
   size_t mine = counts[s->my_rank];
-  char* out = hvds__entry_alloc_output(e, r->nextra > 0 ? r->nextra : 1, shape, mine * esz);
+  char* out = hvds__entry_alloc_output(e, ndim, shape, mine * esz);
   if (out) {
     memcpy(out, buf + my_off * esz, mine * esz);
     hvds__post_scale(s, r, out, mine, (hvds_dtype_t)r->dtype);

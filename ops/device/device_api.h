@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 4
+#define HVDS_DEVICE_API_VERSION 5
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -84,6 +84,20 @@ typedef struct {
                             int64_t stream, void** done, char* why, size_t why_len);
   /* Returns once event completed; -1 with why when the work before it failed. */
   int (*event_wait)(void* event, char* why, size_t why_len);
+
+  /* Version 5: the route's allgather and reducescatter (what DeAR's buckets run), with
+   * allreduce's ready events, completion and failures. */
+  /* Every rank's block (bytes[r] bytes; this rank's from input) into output, back to back in
+   * rank order. output NULL: the library's scratch (the rank still takes part). */
+  int (*allgather)(void* comm, const void* input, void* output, const size_t* bytes,
+                   void* const* ready, int nready, hvds_device_done_fn done, void* done_arg,
+                   char* why, size_t why_len);
+  /* input holds every rank's block back to back (counts[r] elements of dtype); output gets
+   * this rank's block reduced over the group: times prescale, op (Average divides by the
+   * group's size), times postscale. input is left as it was. output NULL: scratch. */
+  int (*reducescatter)(void* comm, const void* input, void* output, const size_t* counts, int dtype,
+                       int op, double prescale, double postscale, void* const* ready, int nready,
+                       hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -91,6 +91,8 @@ static const hvds_device_api_t table = {
     .allreduce = hvds__route_allreduce,
     .copy_to_host_async = hvds__route_copy_to_host_async,
     .event_wait = hvds__route_event_wait,
+    .allgather = hvds__route_allgather,
+    .reducescatter = hvds__route_reducescatter,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

@@ -1,6 +1,6 @@
-/* The NCCL route of the device library (device_api.h version 3): contexts kept per GPU for the
- * process, communicators, ready events, and the fused allreduce with its device fusion
- * buffer, over the backend of nccl_backend.h. */
+/* The NCCL route of the device library (device_api.h): contexts kept per GPU for the process,
+ * communicators, the device fusion buffer, the submission every collective shares, and the
+ * fused allreduce, over the backend of nccl_backend.h. */
 #include "device_route.h"
 
 #include <cuda_runtime_api.h>
@@ -10,28 +10,21 @@
 
 #include "current_device.h"
 #include "device_events.h"
+#include "device_route_internal.h"
 #include "nccl_backend.h"
 
 enum { kMaxDevices = 64 };
 
-/* One GPU's context and its fusion buffer, grown only when an allreduce needs more. */
-typedef struct {
-  hvds_nccl_ctx_t* ctx;
-  void* fusion;
-  size_t fusion_bytes;
-  pthread_mutex_t mu; /* the fusion buffer's growth */
-} device_state_t;
-
 static pthread_mutex_t contexts_mu = PTHREAD_MUTEX_INITIALIZER;
 static device_state_t devices[kMaxDevices];
 
-static void say(char* why, size_t why_len, const char* fmt, const char* detail) {
+void hvds__route_say(char* why, size_t why_len, const char* fmt, const char* detail) {
   if (why != NULL && why_len > 0) snprintf(why, why_len, fmt, detail);
 }
 
 void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len) {
   if (device < 0 || device >= kMaxDevices) {
-    say(why, why_len, "%s", "GPU index outside 0..63");
+    hvds__route_say(why, why_len, "%s", "GPU index outside 0..63");
     return NULL;
   }
   int previous = hvds__current_device();
@@ -40,10 +33,10 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
   if (d->ctx == NULL) {
     hvds_result_t rc = hvds__nccl_ctx_create(device, timeout_ms, &d->ctx);
     if (rc != HVDS_SUCCESS)
-      say(why, why_len,
-          "creating the GPU's stream and completion "
-          "thread failed: %s",
-          hvds_result_str(rc));
+      hvds__route_say(why, why_len,
+                      "creating the GPU's stream and completion "
+                      "thread failed: %s",
+                      hvds_result_str(rc));
     else
       pthread_mutex_init(&d->mu, NULL);
   }
@@ -63,18 +56,12 @@ static hvds_result_t bcast_through(void* arg, void* buf, size_t bytes, int root)
   return b->bcast(b->bctx, buf, bytes, root) == 0 ? HVDS_SUCCESS : HVDS_REMOTE_ERROR;
 }
 
-/* A communicator and the GPU it runs on. */
-typedef struct {
-  hvds_nccl_comm_t* comm;
-  device_state_t* device;
-} route_comm_t;
-
 void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
                               void* bctx, char* why, size_t why_len) {
   device_state_t* d = context;
   route_comm_t* c = calloc(1, sizeof(*c));
   if (c == NULL) {
-    say(why, why_len, "%s", "out of memory");
+    hvds__route_say(why, why_len, "%s", "out of memory");
     return NULL;
   }
   bcast_t b = {bcast, bctx};
@@ -82,8 +69,9 @@ void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bca
   hvds_result_t rc = hvds__nccl_comm_create(d->ctx, rank, size, bcast_through, &b, &c->comm);
   hvds__restore_device(previous);
   if (rc != HVDS_SUCCESS) {
-    say(why, why_len, "creating the NCCL communicator failed: %s (the log has NCCL's reason)",
-        hvds_result_str(rc));
+    hvds__route_say(why, why_len,
+                    "creating the NCCL communicator failed: %s (the log has NCCL's reason)",
+                    hvds_result_str(rc));
     free(c);
     return NULL;
   }
@@ -98,8 +86,7 @@ void hvds__route_comm_destroy(void* comm) {
   free(c);
 }
 
-/* The device's fusion buffer of at least bytes; growing waits for the work using the old one. */
-static void* fusion_buffer(device_state_t* d, size_t bytes, char* why, size_t why_len) {
+void* hvds__route_fusion(device_state_t* d, size_t bytes, char* why, size_t why_len) {
   pthread_mutex_lock(&d->mu);
   if (d->fusion_bytes < bytes) {
     hvds__nccl_ctx_sync(d->ctx);
@@ -109,7 +96,8 @@ static void* fusion_buffer(device_state_t* d, size_t bytes, char* why, size_t wh
     cudaError_t e = cudaSetDevice(hvds__nccl_ctx_device(d->ctx));
     if (e == cudaSuccess) e = cudaMalloc(&d->fusion, bytes);
     if (e != cudaSuccess) {
-      say(why, why_len, "allocating the GPU fusion buffer failed: %s", cudaGetErrorString(e));
+      hvds__route_say(why, why_len, "allocating the GPU fusion buffer failed: %s",
+                      cudaGetErrorString(e));
       d->fusion = NULL;
       (void)cudaGetLastError();
     } else {
@@ -133,42 +121,49 @@ static void complete(void* arg, hvds_result_t status, const char* message) {
   c.done(c.arg, (int)status, message);
 }
 
-/* The allreduce of hvds__route_allreduce on the backend, with call's events and completion:
- * one tensor in place of the caller's memory, several through the fusion buffer. */
-static hvds_result_t launch(route_comm_t* c, const void* const* inputs, void* const* outputs,
-                            const size_t* counts, int n, hvds_dtype_t dtype, hvds_reduce_op_t op,
-                            double prescale, double postscale, const hvds_nccl_call_t* call,
-                            char* why, size_t why_len) {
-  if (n == 1 && inputs[0] != NULL)
-    return hvds__nccl_allreduce(c->comm, inputs[0], outputs[0], counts[0], dtype, op, prescale,
-                                postscale, call);
+/* An allreduce's own arguments. */
+typedef struct {
+  const void* const* inputs;
+  void* const* outputs;
+  const size_t* counts;
+  int n;
+  hvds_dtype_t dtype;
+  hvds_reduce_op_t op;
+  double prescale, postscale;
+} allreduce_args_t;
+
+/* One tensor in place of the caller's memory, several through the fusion buffer. */
+static hvds_result_t launch_allreduce(route_comm_t* c, void* args, const hvds_nccl_call_t* call,
+                                      char* why, size_t why_len) {
+  const allreduce_args_t* a = args;
+  if (a->n == 1 && a->inputs[0] != NULL)
+    return hvds__nccl_allreduce(c->comm, a->inputs[0], a->outputs[0], a->counts[0], a->dtype, a->op,
+                                a->prescale, a->postscale, call);
   size_t total = 0;
-  for (int i = 0; i < n; i++) total += counts[i];
-  void* fusion = fusion_buffer(c->device, total * hvds_dtype_size(dtype), why, why_len);
+  for (int i = 0; i < a->n; i++) total += a->counts[i];
+  void* fusion = hvds__route_fusion(c->device, total * hvds_dtype_size(a->dtype), why, why_len);
   hvds_cuda_buf_t stack_in[64], stack_out[64];
-  hvds_cuda_buf_t* in = n <= 64 ? stack_in : malloc((size_t)n * sizeof(*in));
-  hvds_cuda_buf_t* out = n <= 64 ? stack_out : malloc((size_t)n * sizeof(*out));
+  hvds_cuda_buf_t* in = a->n <= 64 ? stack_in : malloc((size_t)a->n * sizeof(*in));
+  hvds_cuda_buf_t* out = a->n <= 64 ? stack_out : malloc((size_t)a->n * sizeof(*out));
   hvds_result_t rc = HVDS_SYSTEM_ERROR;
   if (fusion != NULL && in != NULL && out != NULL) {
-    for (int i = 0; i < n; i++) {
-      in[i] = (hvds_cuda_buf_t){(void*)inputs[i], counts[i]};
-      out[i] = (hvds_cuda_buf_t){outputs[i], counts[i]};
+    for (int i = 0; i < a->n; i++) {
+      in[i] = (hvds_cuda_buf_t){(void*)a->inputs[i], a->counts[i]};
+      out[i] = (hvds_cuda_buf_t){a->outputs[i], a->counts[i]};
     }
-    rc = hvds__nccl_allreduce_fused(c->comm, in, out, n, fusion, dtype, op, prescale, postscale,
-                                    call);
+    rc = hvds__nccl_allreduce_fused(c->comm, in, out, a->n, fusion, a->dtype, a->op, a->prescale,
+                                    a->postscale, call);
   } else if (fusion != NULL) {
-    say(why, why_len, "%s", "out of memory");
+    hvds__route_say(why, why_len, "%s", "out of memory");
   }
   if (in != stack_in) free(in);
   if (out != stack_out) free(out);
   return rc;
 }
 
-int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
-                          const size_t* counts, int n, int dtype, int op, double prescale,
-                          double postscale, void* const* ready, int nready,
-                          hvds_device_done_fn done, void* done_arg, char* why, size_t why_len) {
-  route_comm_t* c = comm;
+int hvds__route_submit(route_comm_t* c, void* const* ready, int nready, hvds_device_done_fn done,
+                       void* done_arg, hvds_route_launch_fn launch, void* args, char* why,
+                       size_t why_len) {
   if (why != NULL && why_len > 0) why[0] = '\0';
   completion_t* completion = malloc(sizeof(*completion));
   void* stack_events[64];
@@ -179,8 +174,7 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
     for (int i = 0; i < nready; i++) events[i] = hvds__device_event_handle(ready[i]);
     hvds_nccl_call_t call = {events, nready, complete, completion};
     int previous = hvds__current_device();
-    rc = launch(c, inputs, outputs, counts, n, (hvds_dtype_t)dtype, (hvds_reduce_op_t)op, prescale,
-                postscale, &call, why, why_len);
+    rc = launch(c, args, &call, why, why_len);
     hvds__restore_device(previous);
   }
   if (events != stack_events) free(events);  // the stream took the events' states
@@ -188,6 +182,16 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
   free(completion);  // nothing was enqueued: done will not be called
   const char* err = hvds__nccl_comm_error(c->comm);
   if (why != NULL && why_len > 0 && why[0] == '\0')
-    say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
+    hvds__route_say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
   return -1;
+}
+
+int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
+                          const size_t* counts, int n, int dtype, int op, double prescale,
+                          double postscale, void* const* ready, int nready,
+                          hvds_device_done_fn done, void* done_arg, char* why, size_t why_len) {
+  allreduce_args_t a = {inputs,   outputs,  counts, n, (hvds_dtype_t)dtype, (hvds_reduce_op_t)op,
+                        prescale, postscale};
+  return hvds__route_submit(comm, ready, nready, done, done_arg, launch_allreduce, &a, why,
+                            why_len);
 }

@@ -20,6 +20,14 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
                           double postscale, void* const* ready, int nready,
                           hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
 
+int hvds__route_allgather(void* comm, const void* input, void* output, const size_t* bytes,
+                          void* const* ready, int nready, hvds_device_done_fn done, void* done_arg,
+                          char* why, size_t why_len);
+int hvds__route_reducescatter(void* comm, const void* input, void* output, const size_t* counts,
+                              int dtype, int op, double prescale, double postscale,
+                              void* const* ready, int nready, hvds_device_done_fn done,
+                              void* done_arg, char* why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif

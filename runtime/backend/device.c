@@ -13,9 +13,11 @@
 #include "param.h"
 #include "process_set.h"
 
-/* One launched allreduce: what its completion finishes. */
+/* One launched operation: what its completion finishes. */
 typedef struct {
   hvds_runtime_t* rt;
+  const char* what;   /* "allreduce", ... */
+  const char* broken; /* set: the entries fail with it even when the collective succeeds */
   int32_t n;
   hvds_entry_t* entries[];
 } launched_t;
@@ -24,8 +26,10 @@ static void completed(void* arg, int status, const char* message) {
   launched_t* op = arg;
   char text[768];
   if (status != HVDS_SUCCESS)
-    snprintf(text, sizeof(text), "NCCL allreduce on rank %d: %s", op->rt->rank,
+    snprintf(text, sizeof(text), "NCCL %s on rank %d: %s", op->what, op->rt->rank,
              message ? message : hvds_result_str((hvds_result_t)status));
+  else if (op->broken != NULL)
+    snprintf(text, sizeof(text), "%s", op->broken), status = HVDS_SYSTEM_ERROR;
   for (int32_t i = 0; i < op->n; i++)
     if (op->entries[i] != NULL)
       hvds__entry_finish(op->rt, op->entries[i], (hvds_result_t)status,
@@ -66,32 +70,62 @@ static void fail_all(hvds_runtime_t* rt, hvds_exec_t* x, const char* message) {
     }
 }
 
-static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+/* The library and the set's communicator for r, and the record its completion finishes (x's
+ * entries); NULL after failing x's entries with the reason. */
+static launched_t* prepare(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, const char* what,
+                           const hvds_device_api_t** api, void** comm) {
   hvds_runtime_t* rt = s->rt;
   char why[512] = "", message[768];
-  const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), NULL, 0);
+  *api = hvds__device_library(why, sizeof(why), NULL, 0);
   int device = rt->device_context != NULL ? rt->device_index : -1;
   for (int32_t i = 0; i < x->n && device < 0; i++)
     if (x->entries[i] != NULL) device = x->entries[i]->input.device;
-  void* comm = NULL;
-  if (api == NULL)
+  *comm = NULL;
+  if (*api == NULL)
     snprintf(why, sizeof(why), "no device library");
   else if (device < 0)
     snprintf(why, sizeof(why),
-             "this rank joined before it ran any GPU allreduce, so it has no "
+             "this rank joined before it ran any GPU operation, so it has no "
              "GPU to contribute zeros on");
   else
-    comm = set_comm(s, api, device, why, sizeof(why));
-  launched_t* op = comm ? malloc(sizeof(*op) + (size_t)x->n * sizeof(hvds_entry_t*)) : NULL;
-  size_t* counts = op ? malloc((size_t)x->n * (sizeof(size_t) + 3 * sizeof(void*))) : NULL;
-  if (comm != NULL && counts == NULL) snprintf(why, sizeof(why), "out of memory");
-  if (counts == NULL) {
-    free(op);
-    snprintf(message, sizeof(message), "NCCL allreduce of '%s' on rank %d: %s", r->names[0],
+    *comm = set_comm(s, *api, device, why, sizeof(why));
+  launched_t* op = *comm ? malloc(sizeof(*op) + (size_t)x->n * sizeof(hvds_entry_t*)) : NULL;
+  if (*comm != NULL && op == NULL) snprintf(why, sizeof(why), "out of memory");
+  if (op == NULL) {
+    snprintf(message, sizeof(message), "NCCL %s of '%s' on rank %d: %s", what, r->names[0],
              rt->rank, why);
     fail_all(rt, x, message);
-    return HVDS_SUCCESS; /* the other ranks fail in the collective, or time out */
+    return NULL;  // the other ranks fail in the collective, or time out
   }
+  *op = (launched_t){rt, what, NULL, x->n};
+  memcpy(op->entries, x->entries, (size_t)x->n * sizeof(hvds_entry_t*));
+  return op;
+}
+
+/* After the library was called: x's entries belong to the completion, or fail here with why. */
+static hvds_result_t launched(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, launched_t* op,
+                              int rc, const char* why) {
+  if (rc != 0) {
+    char message[768];
+    snprintf(message, sizeof(message), "NCCL %s of '%s' on rank %d: %s", op->what, r->names[0],
+             s->rt->rank, why);
+    free(op);
+    fail_all(s->rt, x, message);
+    return HVDS_SUCCESS;
+  }
+  hvds__tl_end(s->rt, r, x);
+  for (int32_t i = 0; i < x->n; i++) x->entries[i] = NULL;  // the completion's now
+  return HVDS_SUCCESS;
+}
+
+static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  const hvds_device_api_t* api;
+  void* comm;
+  launched_t* op = prepare(s, r, x, "allreduce", &api, &comm);
+  if (op == NULL) return HVDS_SUCCESS;
+  char why[512] = "";
+  size_t* counts = malloc((size_t)x->n * (sizeof(size_t) + 3 * sizeof(void*)));
+  if (counts == NULL) return launched(s, r, x, op, -1, "out of memory");
   const void** inputs = (const void**)(counts + x->n);
   void** outputs = (void**)(inputs + x->n);
   void** ready = outputs + x->n;
@@ -103,35 +137,90 @@ static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec
     outputs[i] = e ? e->output.data : NULL;
     if (e && e->ready_event) ready[nready++] = e->ready_event;
   }
-  op->rt = rt;
-  op->n = x->n;
-  memcpy(op->entries, x->entries, (size_t)x->n * sizeof(hvds_entry_t*));
-  hvds__tl_activity(rt, r, "NCCL_ALLREDUCE");
+  hvds__tl_activity(s->rt, r, "NCCL_ALLREDUCE");
   int rc = api->allreduce(comm, (const void* const*)inputs, outputs, counts, x->n, r->dtype,
                           r->reduce_op, r->prescale, r->postscale, ready, nready, completed, op,
                           why, sizeof(why));
-  hvds__tl_activity(rt, r, NULL);
+  hvds__tl_activity(s->rt, r, NULL);
   free(counts);
-  if (rc != 0) {
-    free(op);
-    snprintf(message, sizeof(message), "NCCL allreduce of '%s' on rank %d: %s", r->names[0],
-             rt->rank, why);
-    fail_all(rt, x, message);
-    return HVDS_SUCCESS;
+  return launched(s, r, x, op, rc, why);
+}
+
+/* As the CPU path: a rank without the tensor (joined) sits an allgather or reducescatter out. */
+static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  const hvds_device_api_t* api;
+  void* comm;
+  launched_t* op = prepare(s, r, x, "allgather", &api, &comm);
+  if (op == NULL) return HVDS_SUCCESS;
+  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
+  if (bytes == NULL) return launched(s, r, x, op, -1, "out of memory");
+  int64_t rows = 0, shape[HVDS_MAX_DIMS];
+  for (int32_t k = 0; k < s->n; k++) {
+    bytes[k] = (size_t)r->sizes[k] * row;
+    rows += r->sizes[k];
   }
-  hvds__tl_end(rt, r, x);
-  for (int32_t i = 0; i < x->n; i++) x->entries[i] = NULL;  // the completion's now
-  return HVDS_SUCCESS;
+  hvds__out_shape(r, rows, shape);
+  hvds__tl_start(s->rt, r, NULL);
+  void* out = hvds__entry_alloc_output(e, r->nextra, shape, (size_t)rows * row);
+  if (out == NULL) op->broken = "allgather: the output allocator returned NULL";
+  char why[512] = "";
+  void* ready[1] = {e->ready_event};
+  hvds__tl_activity(s->rt, r, "NCCL_ALLGATHER");
+  int rc = api->allgather(comm, e->input.data, out, bytes, ready, e->ready_event ? 1 : 0, completed,
+                          op, why, sizeof(why));
+  hvds__tl_activity(s->rt, r, NULL);
+  free(bytes);
+  return launched(s, r, x, op, rc, why);
+}
+
+static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  hvds_entry_t* e = x->entries[0];
+  if (e == NULL) return HVDS_SUCCESS;
+  const hvds_device_api_t* api;
+  void* comm;
+  launched_t* op = prepare(s, r, x, "reducescatter", &api, &comm);
+  if (op == NULL) return HVDS_SUCCESS;
+  size_t* counts = calloc((size_t)s->n, sizeof(size_t));
+  if (counts == NULL) return launched(s, r, x, op, -1, "out of memory");
+  int64_t shape[HVDS_MAX_DIMS];
+  int32_t ndim = hvds__reducescatter_split(r, s->n, s->my_rank, counts, shape);
+  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  hvds__tl_start(s->rt, r, NULL);
+  void* out = hvds__entry_alloc_output(e, ndim, shape, counts[s->my_rank] * esz);
+  if (out == NULL) op->broken = "reducescatter: the output allocator returned NULL";
+  char why[512] = "";
+  void* ready[1] = {e->ready_event};
+  hvds__tl_activity(s->rt, r, "NCCL_REDUCESCATTER");
+  int rc = api->reducescatter(comm, e->input.data, out, counts, r->dtype, r->reduce_op, r->prescale,
+                              r->postscale, ready, e->ready_event ? 1 : 0, completed, op, why,
+                              sizeof(why));
+  hvds__tl_activity(s->rt, r, NULL);
+  free(counts);
+  return launched(s, r, x, op, rc, why);
+}
+
+static hvds_result_t run(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  switch (r->type) {
+    case HVDS_MSG_ALLREDUCE:
+      return run_allreduce(s, r, x);
+    case HVDS_MSG_ALLGATHER:
+      return run_allgather(s, r, x);
+    default:
+      return run_reducescatter(s, r, x);
+  }
 }
 
 static int takes(const hvds_pset_t* s, const hvds_response_t* r, size_t bytes) {
   (void)s, (void)bytes;
-  return r->type == HVDS_MSG_ALLREDUCE && r->device == HVDS_DEVICE_CLASS_GPU &&
+  return r->device == HVDS_DEVICE_CLASS_GPU &&
          hvds__device_routed(r->type, r->reduce_op, (hvds_dtype_t)r->dtype);
 }
 
 const hvds_backend_t hvds__backend_device = {
     .name = "nccl",
     .takes = takes,
-    .run_allreduce = run_allreduce,
+    .run = run,
 };

@@ -72,6 +72,46 @@ TEST(DeviceRoute, AFusedAllreduceIsOneLaunchAndCompletesFromTheLibrarysThread) {
   EXPECT_EQ(Fake::Get().route_stats().comms, before.comms) << "communicators freed at close";
 }
 
+// DeAR's collectives on the route: an allgather of uneven first dimensions and an averaged,
+// prescaled reducescatter, into memory of the caller's GPU allocator, with nothing staged.
+TEST(DeviceRoute, AllgatherAndReducescatterRunOnTheRoute) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  InstanceRanks ranks(3);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    GpuAllocator gpu{rank, {}};
+    std::vector<float> rows;
+    for (int i = 0; i < 2 * (rank + 1); i++) rows.push_back(10.0f * rank + i);
+    DeviceTensor g(rows, rank, {rank + 1, 2});
+    hvds_op_options_t og = HVDS_OP_OPTIONS_INIT;
+    gpu.Use(og);
+    hvds_handle_t hg = Enqueue(rt, HVDS_MSG_ALLGATHER, "gather", g.View(), nullptr, og);
+    // 7 rows of 1: blocks of 3, 2, 2 rows.
+    DeviceTensor r({1, 2, 3, 4, 5, 6, 7.0f * (rank + 1)}, rank, {7, 1});
+    hvds_op_options_t orr = HVDS_OP_OPTIONS_INIT;
+    orr.op = HVDS_AVERAGE;
+    orr.prescale = 2.0;
+    gpu.Use(orr);
+    hvds_handle_t hr = Enqueue(rt, HVDS_MSG_REDUCESCATTER, "rscatter", r.View(), nullptr, orr);
+    ranks.Sync();
+    Finish(ranks, rt, hg, "gather");
+    Finish(ranks, rt, hr, "rscatter");
+    hvds_tensor_t go = Output(rt, hg), ro = Output(rt, hr);
+    EXPECT_EQ(go.device, rank);
+    EXPECT_EQ(ro.device, rank);
+    EXPECT_EQ(go.shape[0], 6);
+    EXPECT_EQ(DeviceTensor::ReadAt(go.data, Elements(go)),
+              (std::vector<float>{0, 1, 10, 11, 12, 13, 20, 21, 22, 23, 24, 25}));
+    std::vector<std::vector<float>> want = {{2, 4, 6}, {8, 10}, {12, 28}};  // 2 x mean
+    EXPECT_EQ(DeviceTensor::ReadAt(ro.data, Elements(ro)), want[rank]);
+    hvds__release(rt, hg);
+    hvds__release(rt, hr);
+  });
+  EXPECT_EQ(Fake::Get().stats().copies_to_host, copies.copies_to_host) << "nothing was staged";
+  EXPECT_EQ(Fake::Get().route_stats().calls - before.calls, 6) << "2 launches on each rank";
+}
+
 TEST(DeviceRoute, AnNcclFailureOnOneRankFailsEveryRankNamingIt) {
   KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
   InstanceRanks ranks(2);

@@ -40,4 +40,12 @@ int fake_route_allreduce(void* comm, const void* const* inputs, void* const* out
                          double postscale, void* const* ready, int nready, hvds_device_done_fn done,
                          void* done_arg, char* why, size_t why_len);
 
+int fake_route_allgather(void* comm, const void* input, void* output, const size_t* bytes,
+                         void* const* ready, int nready, hvds_device_done_fn done, void* done_arg,
+                         char* why, size_t why_len);
+int fake_route_reducescatter(void* comm, const void* input, void* output, const size_t* counts,
+                             int dtype, int op, double prescale, double postscale,
+                             void* const* ready, int nready, hvds_device_done_fn done,
+                             void* done_arg, char* why, size_t why_len);
+
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

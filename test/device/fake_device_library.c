@@ -154,6 +154,8 @@ static const hvds_device_api_t table = {
     .allreduce = fake_route_allreduce,
     .copy_to_host_async = copy_to_host_async,
     .event_wait = event_wait,
+    .allgather = fake_route_allgather,
+    .reducescatter = fake_route_reducescatter,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }

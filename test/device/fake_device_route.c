@@ -1,6 +1,6 @@
-/* The fake device library's NCCL route (device_api.h version 3) for ranks that are threads of
- * one process: a communicator is one group object that rank 0 makes and hands to the others
- * through the runtime's broadcast; the k-th allreduce of every rank forms round k, which the
+/* The fake device library's NCCL route (device_api.h) for ranks that are threads of one
+ * process: a communicator is one group object that rank 0 makes and hands to the others through
+ * the runtime's broadcast; the k-th collective of every rank forms round k, which the
  * group's own completion thread reduces (float32 and float64, in the fake GPU memory) and
  * completes by calling every rank's done, as NCCL's stream and the backend's completion thread
  * would. A failure injected on one GPU fails the round on every rank, as an aborted
@@ -15,9 +15,13 @@
 
 enum { kMaxRanks = 16, kMaxRounds = 256 };
 
+enum { kAllreduce, kAllgather, kReducescatter };
+
+/* One rank's part of a round. Allreduce: n tensors of counts[i] elements. Allgather and
+ * reducescatter: one input and one output (in_copy[0], out_copy[0]), counts[r] the bytes
+ * (allgather) or elements (reducescatter) of rank r's block. */
 typedef struct {
-  const void* const* inputs;
-  void* const* outputs;
+  int kind;
   size_t* counts;
   const void** in_copy;
   void** out_copy;
@@ -95,6 +99,43 @@ static void reduce_round(group_t* g, call_t* calls) {
   }
 }
 
+/* Every rank's input block into every rank's output, in rank order. */
+static void gather_round(group_t* g, call_t* calls) {
+  for (int r = 0; r < g->size; r++) {
+    if (calls[r].out_copy[0] == NULL) continue;
+    size_t off = 0;
+    for (int q = 0; q < g->size; q++) {
+      size_t bytes = calls[0].counts[q];
+      char* buf = malloc(bytes + 1);
+      fake_device_read_memory(buf, calls[q].in_copy[0], bytes);
+      fake_device_write_memory((char*)calls[r].out_copy[0] + off, buf, bytes);
+      free(buf);
+      off += bytes;
+    }
+  }
+}
+
+/* Rank r's block of every rank's input, reduced in double into rank r's output. */
+static void scatter_round(group_t* g, call_t* calls) {
+  int dtype = calls[0].dtype;
+  size_t esz = dtype == HVDS_FLOAT64 ? 8 : 4, off = 0;
+  for (int r = 0; r < g->size; off += calls[0].counts[r], r++) {
+    size_t count = calls[0].counts[r];
+    if (calls[r].out_copy[0] == NULL || count == 0) continue;
+    double* sum = calloc(count, sizeof(double));
+    char* buf = malloc(count * esz);
+    for (int q = 0; q < g->size; q++) {
+      fake_device_read_memory(buf, (const char*)calls[q].in_copy[0] + off * esz, count * esz);
+      for (size_t i = 0; i < count; i++) sum[i] += load(buf + i * esz, dtype) * calls[q].prescale;
+    }
+    double f = calls[r].postscale / (calls[r].op == HVDS_AVERAGE ? g->size : 1);
+    for (size_t i = 0; i < count; i++) store(buf + i * esz, dtype, sum[i] * f);
+    fake_device_write_memory(calls[r].out_copy[0], buf, count * esz);
+    free(sum);
+    free(buf);
+  }
+}
+
 static void* completion_thread(void* arg) {
   group_t* g = arg;
   pthread_mutex_lock(&g->mu);
@@ -119,7 +160,11 @@ static void* completion_thread(void* arg) {
       if (calls[r].device == fail_device) failed_rank = r;
     pthread_mutex_unlock(&g->mu);
     char message[256];
-    if (failed_rank < 0)
+    if (failed_rank < 0 && calls[0].kind == kAllgather)
+      gather_round(g, calls);
+    else if (failed_rank < 0 && calls[0].kind == kReducescatter)
+      scatter_round(g, calls);
+    else if (failed_rank < 0)
       reduce_round(g, calls);
     else
       snprintf(message, sizeof(message),
@@ -207,21 +252,60 @@ void fake_route_event_free(void* event) {
   free(event);
 }
 
+/* Queues this rank's part of its next round. */
+static void submit(comm_t* c, const call_t* call, void* const* ready, int nready) {
+  group_t* g = c->group;
+  pthread_mutex_lock(&mu);
+  stats.calls++;
+  stats.last_call_tensors = call->n;
+  stats.last_call_ready_events = nready;
+  stats.last_ready_stream = nready > 0 ? ((fake_event_t*)ready[0])->stream : -1;
+  pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&g->mu);
+  g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = *call;
+  g->submitted[c->rank]++;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static int emulated(int dtype, char* why, size_t why_len) {
+  if (dtype == HVDS_FLOAT32 || dtype == HVDS_FLOAT64) return 1;
+  snprintf(why, why_len, "fake NCCL: dtype %d is not emulated", dtype);
+  return 0;
+}
+
+/* A call of one input and one output with the group's per-rank counts. */
+static call_t single(comm_t* c, int kind, const void* input, void* output, const size_t* counts,
+                     int dtype, int op, double prescale, double postscale, hvds_device_done_fn done,
+                     void* done_arg) {
+  int size = c->group->size;
+  call_t call = {kind,
+                 malloc((size_t)size * sizeof(size_t)),
+                 malloc(sizeof(void*)),
+                 malloc(sizeof(void*)),
+                 1,
+                 dtype,
+                 op,
+                 fake_device_of(input),
+                 prescale,
+                 postscale,
+                 done,
+                 done_arg};
+  memcpy(call.counts, counts, (size_t)size * sizeof(size_t));
+  call.in_copy[0] = input;
+  call.out_copy[0] = output;
+  return call;
+}
+
 int fake_route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
                          const size_t* counts, int n, int dtype, int op, double prescale,
                          double postscale, void* const* ready, int nready, hvds_device_done_fn done,
                          void* done_arg, char* why, size_t why_len) {
-  comm_t* c = comm;
-  group_t* g = c->group;
-  if (dtype != HVDS_FLOAT32 && dtype != HVDS_FLOAT64) {
-    snprintf(why, why_len, "fake NCCL: dtype %d is not emulated", dtype);
-    return -1;
-  }
+  if (!emulated(dtype, why, why_len)) return -1;
   int device = -1;
   for (int i = 0; i < n && device < 0; i++)
     if (inputs[i] != NULL) device = fake_device_of(inputs[i]);
-  call_t call = {NULL,
-                 NULL,
+  call_t call = {kAllreduce,
                  malloc((size_t)n * sizeof(size_t)),
                  malloc((size_t)n * sizeof(void*)),
                  malloc((size_t)n * sizeof(void*)),
@@ -236,17 +320,28 @@ int fake_route_allreduce(void* comm, const void* const* inputs, void* const* out
   memcpy(call.counts, counts, (size_t)n * sizeof(size_t));
   memcpy(call.in_copy, inputs, (size_t)n * sizeof(void*));
   memcpy(call.out_copy, outputs, (size_t)n * sizeof(void*));
-  pthread_mutex_lock(&mu);
-  stats.calls++;
-  stats.last_call_tensors = n;
-  stats.last_call_ready_events = nready;
-  stats.last_ready_stream = nready > 0 ? ((fake_event_t*)ready[0])->stream : -1;
-  pthread_mutex_unlock(&mu);
-  pthread_mutex_lock(&g->mu);
-  g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = call;
-  g->submitted[c->rank]++;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+  submit(comm, &call, ready, nready);
+  return 0;
+}
+
+int fake_route_allgather(void* comm, const void* input, void* output, const size_t* bytes,
+                         void* const* ready, int nready, hvds_device_done_fn done, void* done_arg,
+                         char* why, size_t why_len) {
+  (void)why, (void)why_len;
+  call_t call =
+      single(comm, kAllgather, input, output, bytes, HVDS_UINT8, 0, 1.0, 1.0, done, done_arg);
+  submit(comm, &call, ready, nready);
+  return 0;
+}
+
+int fake_route_reducescatter(void* comm, const void* input, void* output, const size_t* counts,
+                             int dtype, int op, double prescale, double postscale,
+                             void* const* ready, int nready, hvds_device_done_fn done,
+                             void* done_arg, char* why, size_t why_len) {
+  if (!emulated(dtype, why, why_len)) return -1;
+  call_t call = single(comm, kReducescatter, input, output, counts, dtype, op, prescale, postscale,
+                       done, done_arg);
+  submit(comm, &call, ready, nready);
   return 0;
 }
 
