@@ -203,6 +203,41 @@ TEST_F(Routed, AFusedAllreduceWaitsForEveryProducer) {
   for (auto b : bufs) cudaFree(b);
 }
 
+TEST_F(Routed, AllgatherAndReducescatterOnTheGpu) {
+  ASSERT_EQ(hvds_size(), 1) << "the routed cases run at np 1 (one GPU)";
+  const size_t count = 1 << 16;
+  float* in = nullptr;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  WriteLate(in, count, 3.0f, stream_, &delay_ms_);
+  hvds_tensor_t v = View(in, count);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.stream = (int64_t)(intptr_t)stream_;
+  o.alloc = GpuAlloc;
+  o.name = "routed.gather";
+  hvds_handle_t h = 0;
+  ASSERT_EQ(hvds_allgather_async(&v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  hvds_tensor_t g;
+  ASSERT_EQ(hvds_handle_output(h, 0, &g), HVDS_SUCCESS);
+  EXPECT_EQ(g.device, 0);
+  std::vector<float> got = Read(g.data, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 3.0f), (long)count);
+  cudaFree(g.data);
+  hvds_release(h);
+  o.name = "routed.rscatter";
+  o.prescale = 2.0;  // through the fusion buffer: the input stays as it was
+  ASSERT_EQ(hvds_reducescatter_async(&v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  ASSERT_EQ(hvds_handle_output(h, 0, &g), HVDS_SUCCESS);
+  got = Read(g.data, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 6.0f), (long)count);
+  got = Read(in, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 3.0f), (long)count) << "the input changed";
+  cudaFree(g.data);
+  hvds_release(h);
+  cudaFree(in);
+}
+
 // Median microseconds of reps calls of fn.
 template <class F>
 double MedianUs(F fn, int reps) {
