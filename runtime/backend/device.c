@@ -146,14 +146,19 @@ static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   return launched(s, r, x, op, rc, why);
 }
 
-/* As the CPU path: a rank without the tensor (joined) sits an allgather or reducescatter out. */
+/* prepare() for a response of one tensor (allgather, reducescatter); NULL also where this rank
+ * sits it out, as on the CPU path: a rank without the tensor (joined). */
+static launched_t* prepare_one(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, const char* what,
+                               const hvds_device_api_t** api, void** comm) {
+  return x->entries[0] != NULL ? prepare(s, r, x, what, api, comm) : NULL;
+}
+
 static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
-  hvds_entry_t* e = x->entries[0];
-  if (e == NULL) return HVDS_SUCCESS;
   const hvds_device_api_t* api;
   void* comm;
-  launched_t* op = prepare(s, r, x, "allgather", &api, &comm);
+  launched_t* op = prepare_one(s, r, x, "allgather", &api, &comm);
   if (op == NULL) return HVDS_SUCCESS;
+  hvds_entry_t* e = x->entries[0];
   size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
   if (bytes == NULL) return launched(s, r, x, op, -1, "out of memory");
@@ -177,12 +182,11 @@ static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
 }
 
 static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
-  hvds_entry_t* e = x->entries[0];
-  if (e == NULL) return HVDS_SUCCESS;
   const hvds_device_api_t* api;
   void* comm;
-  launched_t* op = prepare(s, r, x, "reducescatter", &api, &comm);
+  launched_t* op = prepare_one(s, r, x, "reducescatter", &api, &comm);
   if (op == NULL) return HVDS_SUCCESS;
+  hvds_entry_t* e = x->entries[0];
   size_t* counts = calloc((size_t)s->n, sizeof(size_t));
   if (counts == NULL) return launched(s, r, x, op, -1, "out of memory");
   int64_t shape[HVDS_MAX_DIMS];
