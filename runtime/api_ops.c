@@ -255,9 +255,10 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     es[made]->ordered = ordered;
     int64_t stream = OPT_HAS(o, stream) ? o->stream : 0;
     if (inputs[made].device >= 0 &&
-        (rc = hvds__device_routed(type, o->op, inputs[made].dtype)
-                  ? hvds__device_route_enqueue(es[made], stream, rt->rank, what)
-                  : hvds__stage_entry(es[made], stream, rt->rank, what)) != HVDS_SUCCESS) {
+        ((rc = hvds__check_gpu_entry(es[made], what)) != HVDS_SUCCESS ||
+         (rc = hvds__device_routed(type, o->op, inputs[made].dtype)
+                   ? hvds__device_route_enqueue(es[made], stream, rt->rank, what)
+                   : hvds__stage_entry(es[made], stream, rt->rank, what)) != HVDS_SUCCESS)) {
       made++; /* freed below */
       break;
     }

@@ -7,7 +7,6 @@
 #include <strings.h>
 
 #include "device_library.h"
-#include "device_support.h"
 #include "param.h"
 
 hvds_gpu_ops_t hvds__gpu_operations(void) {
@@ -35,17 +34,7 @@ int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype) {
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
                                          const char* what) {
   char why[512] = "";
-  const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), NULL, 0);
-  if (api == NULL) return hvds__refuse_device_tensor("tensor", e->name, e->input.device);
-  if (e->output.device != e->input.device)
-    return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "%s '%s': the input is on device %d but the output on device %d", what,
-                           e->name, e->input.device, e->output.device);
-  if (e->type != HVDS_MSG_ALLREDUCE && e->alloc == NULL)
-    return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "%s '%s' of a GPU tensor needs an allocator (options alloc) for its "
-                           "output on the GPU",
-                           what, e->name);
+  const hvds_device_api_t* api = hvds__device_library(NULL, 0, NULL, 0);  // checked at enqueue
   e->ready_event = api->ready_event(e->input.device, stream, why, sizeof(why));
   if (e->ready_event == NULL)
     return hvds__set_error(HVDS_SYSTEM_ERROR, "%s '%s' on rank %d: GPU %d: %s", what, e->name, rank,

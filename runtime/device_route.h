@@ -28,7 +28,8 @@ hvds_gpu_ops_t hvds__gpu_operations(void);
  * rank, as it decides which collective runs. */
 int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype);
 
-/* At enqueue, for a routed entry: records its ready event on stream. rank and what name a
+/* At enqueue, for a routed entry (hvds__check_gpu_entry passed): records its ready event on
+ * stream. rank and what name a
  * failure (recorded with hvds_last_error). */
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
                                          const char* what);

@@ -53,14 +53,13 @@ static int is_gathered(int32_t type) {
   return type == HVDS_MSG_ALLGATHER || type == HVDS_MSG_ALLTOALL || type == HVDS_MSG_REDUCESCATTER;
 }
 
-hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const char* what) {
-  const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
+hvds_result_t hvds__check_gpu_entry(const hvds_entry_t* e, const char* what) {
   if (hvds__gpu_operations() == HVDS_GPU_OPS_INVALID)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "GPU_OPERATIONS=%s is not one of host, nccl, auto (tensor '%s')", mode,
-                           e->name);
-  const hvds_device_api_t* api = hvds__device_library(NULL, 0, NULL, 0);
-  if (api == NULL) return hvds__refuse_device_tensor("tensor", e->name, e->input.device);
+                           "GPU_OPERATIONS=%s is not one of host, nccl, auto (tensor '%s')",
+                           hvds__param_str(HVDS_PARAM_GPU_OPERATIONS), e->name);
+  if (hvds__device_library(NULL, 0, NULL, 0) == NULL)
+    return hvds__refuse_device_tensor("tensor", e->name, e->input.device);
   if (e->output.device != e->input.device)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s '%s': the input is on device %d but the output on device %d", what,
@@ -70,6 +69,11 @@ hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const
                            "%s '%s' of a GPU tensor needs an allocator (options alloc) for its "
                            "output on the GPU",
                            what, e->name);
+  return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const char* what) {
+  const hvds_device_api_t* api = hvds__device_library(NULL, 0, NULL, 0);
   announce(rank);
   struct hvds_staging* st = calloc(1, sizeof(*st));
   if (st == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory staging '%s'", e->name);

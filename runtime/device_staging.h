@@ -15,10 +15,15 @@
 extern "C" {
 #endif
 
-/* Stages e, whose input is on a GPU: copies the input to host memory after the work queued on
- * stream, and points e's input and output at host memory. rank and what (e.g. "Allreduce")
- * name the failure; the error is recorded (hvds_last_error) and e left for the caller to
- * free. */
+/* What every GPU entry must be, staged or routed: a known HVDSPARSE_GPU_OPERATIONS, a device
+ * library, its output on its input's GPU, an allocator where the runtime sizes the output. On
+ * failure the error is recorded (hvds_last_error); what (e.g. "Allreduce") names it. */
+hvds_result_t hvds__check_gpu_entry(const hvds_entry_t* e, const char* what);
+
+/* Stages e, whose input is on a GPU (hvds__check_gpu_entry passed): copies the input to host memory
+ * after the work queued on stream, and points e's input and output at host memory. rank and what
+ * (e.g. "Allreduce") name the failure; the error is recorded (hvds_last_error) and e left for the
+ * caller to free. */
 hvds_result_t hvds__stage_entry(hvds_entry_t* e, int64_t stream, int rank, const char* what);
 
 /* Waits until e's copy in (queued at enqueue on the producer's stream) has landed in host
