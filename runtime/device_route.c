@@ -24,9 +24,11 @@ hvds_gpu_ops_t hvds__gpu_operations(void) {
 }
 
 int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype) {
-  int kind =
-      type == HVDS_MSG_ALLREDUCE || type == HVDS_MSG_ALLGATHER || type == HVDS_MSG_REDUCESCATTER;
-  int reduces = type != HVDS_MSG_ALLGATHER;  // NCCL reduces no 16-bit integers and no Adasum
+  int kind = type == HVDS_MSG_ALLREDUCE || type == HVDS_MSG_ALLGATHER ||
+             type == HVDS_MSG_REDUCESCATTER || type == HVDS_MSG_BROADCAST ||
+             type == HVDS_MSG_ALLTOALL;
+  // NCCL reduces no 16-bit integers and no Adasum
+  int reduces = type == HVDS_MSG_ALLREDUCE || type == HVDS_MSG_REDUCESCATTER;
   return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && kind &&
          !(reduces && (op == HVDS_ADASUM || dtype == HVDS_INT16 || dtype == HVDS_UINT16));
 }

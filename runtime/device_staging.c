@@ -39,8 +39,9 @@ static void announce(int rank) {
   const char* mode = hvds__param_str(HVDS_PARAM_GPU_OPERATIONS);
   if (hvds__gpu_operations() == HVDS_GPU_OPS_NCCL)
     HVDS_INFO(
-        "GPU_OPERATIONS=%s: GPU allreduces run by NCCL; the other GPU operations are "
-        "staged through page-locked host memory",
+        "GPU_OPERATIONS=%s: GPU allreduce, allgather, broadcast, alltoall and reducescatter "
+        "run by NCCL; sparse and Adasum operations and 16-bit integer reductions are staged "
+        "through page-locked host memory",
         mode);
   else
     HVDS_INFO(

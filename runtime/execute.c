@@ -315,53 +315,52 @@ hvds_result_t hvds__execute(hvds_pset_t* s, hvds_response_t* r) {
 
   hvds_result_t rc = HVDS_SUCCESS;
   int whole = r->type == HVDS_MSG_ALLREDUCE || r->type == HVDS_MSG_ALLGATHER ||
-              r->type == HVDS_MSG_REDUCESCATTER;
+              r->type == HVDS_MSG_REDUCESCATTER || r->type == HVDS_MSG_BROADCAST ||
+              r->type == HVDS_MSG_ALLTOALL;
   const hvds_backend_t* runner = whole ? hvds__backend_for(s, r, 0) : NULL;
-  if (runner != NULL && runner->run != NULL) {  // a backend that runs the response itself
+  if (runner != NULL && runner->run != NULL)  // a backend that runs the response itself
     rc = runner->run(s, r, &x);
-    if (x.entries != stack) free(x.entries);
-    return rc;
-  }
-  switch (r->type) {
-    case HVDS_MSG_ERROR:
-      finish_all(rt, &x, HVDS_PRECONDITION_ERROR, r->error);
-      break;
-    case HVDS_MSG_ALLREDUCE:
-      rc = exec_allreduce(s, r, &x);
-      break;
-    case HVDS_MSG_ALLGATHER:
-      rc = hvds__exec_allgather(s, r, &x);
-      break;
-    case HVDS_MSG_BROADCAST:
-      rc = hvds__exec_broadcast(s, r, &x);
-      break;
-    case HVDS_MSG_ALLTOALL:
-      rc = hvds__exec_alltoall(s, r, &x);
-      break;
-    case HVDS_MSG_REDUCESCATTER:
-      rc = hvds__exec_reducescatter(s, r, &x);
-      break;
-    case HVDS_MSG_SPARSE_ALLREDUCE:
-      rc = hvds__exec_sparse_allreduce(s, r, &x);
-      break;
-    case HVDS_MSG_BARRIER: {
-      hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-      rc = hvds__backend_for(s, r, 0)->barrier(s, &o);
-      if (rc == HVDS_SUCCESS) finish_all(rt, &x, HVDS_SUCCESS, NULL);
-      break;
+  else
+    switch (r->type) {
+      case HVDS_MSG_ERROR:
+        finish_all(rt, &x, HVDS_PRECONDITION_ERROR, r->error);
+        break;
+      case HVDS_MSG_ALLREDUCE:
+        rc = exec_allreduce(s, r, &x);
+        break;
+      case HVDS_MSG_ALLGATHER:
+        rc = hvds__exec_allgather(s, r, &x);
+        break;
+      case HVDS_MSG_BROADCAST:
+        rc = hvds__exec_broadcast(s, r, &x);
+        break;
+      case HVDS_MSG_ALLTOALL:
+        rc = hvds__exec_alltoall(s, r, &x);
+        break;
+      case HVDS_MSG_REDUCESCATTER:
+        rc = hvds__exec_reducescatter(s, r, &x);
+        break;
+      case HVDS_MSG_SPARSE_ALLREDUCE:
+        rc = hvds__exec_sparse_allreduce(s, r, &x);
+        break;
+      case HVDS_MSG_BARRIER: {
+        hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+        rc = hvds__backend_for(s, r, 0)->barrier(s, &o);
+        if (rc == HVDS_SUCCESS) finish_all(rt, &x, HVDS_SUCCESS, NULL);
+        break;
+      }
+      case HVDS_MSG_JOIN:
+        rc = exec_join(s, r, &x);
+        break;
+      case HVDS_MSG_PS_ADD:
+        rc = hvds__exec_ps_add(s, r, &x);
+        break;
+      case HVDS_MSG_PS_REMOVE:
+        rc = hvds__exec_ps_remove(s, r, &x);
+        break;
+      default:
+        finish_all(rt, &x, HVDS_INTERNAL_ERROR, "unknown response type");
     }
-    case HVDS_MSG_JOIN:
-      rc = exec_join(s, r, &x);
-      break;
-    case HVDS_MSG_PS_ADD:
-      rc = hvds__exec_ps_add(s, r, &x);
-      break;
-    case HVDS_MSG_PS_REMOVE:
-      rc = hvds__exec_ps_remove(s, r, &x);
-      break;
-    default:
-      finish_all(rt, &x, HVDS_INTERNAL_ERROR, "unknown response type");
-  }
   if (rc != HVDS_SUCCESS) {
     /* Communication failed: these entries fail with the transport's message. */
     hvds__record_fault(s, rc);

@@ -95,72 +95,94 @@ hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   return HVDS_SUCCESS;
 }
 
+hvds_result_t hvds__alltoall_plan(hvds_pset_t* s, const hvds_response_t* r, const hvds_entry_t* e,
+                                  const struct hvds_backend* be, hvds_alltoall_plan_t* p) {
+  int32_t n = s->n;
+  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
+  memset(p, 0, sizeof(*p));
+  p->send_splits = calloc((size_t)n * 2, sizeof(int32_t));
+  p->send_bytes = calloc((size_t)n * 4, sizeof(size_t));
+  if (p->send_splits == NULL || p->send_bytes == NULL) {
+    hvds__alltoall_plan_free(p);
+    return HVDS_SYSTEM_ERROR;
+  }
+  p->recv_splits = p->send_splits + n;
+  p->send_off = p->send_bytes + n;
+  p->recv_bytes = p->send_bytes + 2 * n;
+  p->recv_off = p->send_bytes + 3 * n;
+  for (int32_t k = 0; k < n; k++) {
+    p->send_splits[k] = e->splits ? e->splits[k] : (int32_t)(e->input.shape[0] / n);
+    p->send_bytes[k] = 4;  // the splits' own exchange: one int32 each way
+    p->send_off[k] = (size_t)k * 4;
+  }
+  hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
+  hvds_result_t rc = be->alltoallv(s, p->send_splits, p->send_bytes, p->send_off, p->recv_splits,
+                                   p->send_bytes, p->send_off, &o);
+  if (rc != HVDS_SUCCESS) {
+    hvds__alltoall_plan_free(p);
+    return rc;
+  }
+  int64_t rows = 0;
+  size_t sent = 0;
+  for (int32_t k = 0; k < n; k++) {
+    p->send_bytes[k] = (size_t)p->send_splits[k] * row;
+    p->send_off[k] = sent;
+    sent += p->send_bytes[k];
+    p->recv_bytes[k] = (size_t)p->recv_splits[k] * row;
+    p->recv_off[k] = p->received;
+    p->received += p->recv_bytes[k];
+    rows += p->recv_splits[k];
+  }
+  hvds__out_shape(r, rows, p->shape);
+  return HVDS_SUCCESS;
+}
+
+void hvds__alltoall_plan_free(hvds_alltoall_plan_t* p) {
+  free(p->send_splits);
+  free(p->send_bytes);
+  p->send_splits = NULL;
+  p->send_bytes = NULL;
+}
+
+void hvds__alltoall_keep_splits(hvds_runtime_t* rt, hvds_entry_t* e, const int32_t* recv,
+                                int32_t n) {
+  pthread_mutex_lock(&rt->hmu);
+  e->handle->recv_splits = malloc((size_t)n * sizeof(int32_t));
+  if (e->handle->recv_splits) {
+    memcpy(e->handle->recv_splits, recv, (size_t)n * sizeof(int32_t));
+    e->handle->nrecv_splits = n;
+  }
+  pthread_mutex_unlock(&rt->hmu);
+}
+
 hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
-  int32_t n = s->n;
-  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
-  /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
-  int32_t* splits = calloc((size_t)n * 2, sizeof(int32_t));
-  size_t* v = calloc((size_t)n * 6, sizeof(size_t));
-  if (splits == NULL || v == NULL) {
-    free(splits);
-    free(v);
+  hvds__tl_start(rt, r, NULL);
+  const hvds_backend_t* be = hvds__backend_for(s, r, 0);
+  hvds_alltoall_plan_t p;
+  hvds_result_t rc = hvds__alltoall_plan(s, r, e, be, &p);
+  if (rc != HVDS_SUCCESS) return rc;
+  char* out = hvds__entry_alloc_output(e, r->nextra, p.shape, p.received);
+  char* buf = out ? out : hvds__fusion_buffer(rt, p.received);
+  if (buf == NULL) {
+    hvds__alltoall_plan_free(&p);
     return HVDS_SYSTEM_ERROR;
   }
-  int32_t* recv_splits = splits + n;
-  for (int32_t k = 0; k < n; k++)
-    splits[k] = e->splits ? e->splits[k] : (int32_t)(e->input.shape[0] / n);
-  size_t *four = v, *off4 = v + n;
-  for (int32_t k = 0; k < n; k++) {
-    four[k] = 4;
-    off4[k] = (size_t)k * 4;
-  }
-  hvds__tl_start(rt, r, NULL);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  const hvds_backend_t* be = hvds__backend_for(s, r, 0);
-  hvds_result_t rc = be->alltoallv(s, splits, four, off4, recv_splits, four, off4, &o);
-  if (rc != HVDS_SUCCESS) goto done;
-  size_t *sb = v + 2 * n, *so = v + 3 * n, *rb = v + 4 * n, *ro = v + 5 * n;
-  int64_t rows = 0;
-  size_t soff = 0, roff = 0;
-  for (int32_t k = 0; k < n; k++) {
-    sb[k] = (size_t)splits[k] * row;
-    so[k] = soff;
-    soff += sb[k];
-    rb[k] = (size_t)recv_splits[k] * row;
-    ro[k] = roff;
-    roff += rb[k];
-    rows += recv_splits[k];
-  }
-  int64_t shape[HVDS_MAX_DIMS];
-  hvds__out_shape(r, rows, shape);
-  char* out = hvds__entry_alloc_output(e, r->nextra, shape, roff);
-  char* buf = out ? out : hvds__fusion_buffer(rt, roff);
-  if (buf == NULL) {
-    rc = HVDS_SYSTEM_ERROR;
-    goto done;
-  }
-  o.tag = hvds__next_tag(s);
   hvds__tl_activity(rt, r, "GLOO_ALLTOALL");
-  rc = be->alltoallv(s, e->input.data, sb, so, buf, rb, ro, &o);
+  rc = be->alltoallv(s, e->input.data, p.send_bytes, p.send_off, buf, p.recv_bytes, p.recv_off, &o);
   hvds__tl_activity(rt, r, NULL);
-  if (rc != HVDS_SUCCESS) goto done;
-  pthread_mutex_lock(&rt->hmu);
-  e->handle->recv_splits = malloc((size_t)n * sizeof(int32_t));
-  if (e->handle->recv_splits) {
-    memcpy(e->handle->recv_splits, recv_splits, (size_t)n * sizeof(int32_t));
-    e->handle->nrecv_splits = n;
+  if (rc == HVDS_SUCCESS) {
+    hvds__alltoall_keep_splits(rt, e, p.recv_splits, s->n);
+    hvds__tl_end(rt, r, x);
+    hvds__entry_finish(rt, e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
+                       out ? NULL : "alltoall: the output allocator returned NULL");
+    x->entries[0] = NULL;
   }
-  pthread_mutex_unlock(&rt->hmu);
-  hvds__tl_end(rt, r, x);
-  hvds__entry_finish(rt, e, out ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR,
-                     out ? NULL : "alltoall: the output allocator returned NULL");
-  x->entries[0] = NULL;
-done:
-  free(splits);
-  free(v);
+  hvds__alltoall_plan_free(&p);
   return rc;
 }
 

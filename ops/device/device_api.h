@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 5
+#define HVDS_DEVICE_API_VERSION 6
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -98,6 +98,17 @@ typedef struct {
   int (*reducescatter)(void* comm, const void* input, void* output, const size_t* counts, int dtype,
                        int op, double prescale, double postscale, void* const* ready, int nready,
                        hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+
+  /* Version 6: broadcast and alltoall on the route, with the same events and completion. */
+  /* bytes of buf on rank root of the group to every rank's buf, in place. */
+  int (*broadcast)(void* comm, void* buf, size_t bytes, int root, void* const* ready, int nready,
+                   hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+  /* The personalized exchange: input holds a block for every rank back to back in rank order
+   * (send_bytes[r] bytes to rank r); output gets the block of every rank back to back in rank
+   * order (recv_bytes[r] bytes from rank r). output NULL: scratch (the rank still takes part). */
+  int (*alltoall)(void* comm, const void* input, const size_t* send_bytes, void* output,
+                  const size_t* recv_bytes, void* const* ready, int nready,
+                  hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -93,6 +93,8 @@ static const hvds_device_api_t table = {
     .event_wait = hvds__route_event_wait,
     .allgather = hvds__route_allgather,
     .reducescatter = hvds__route_reducescatter,
+    .broadcast = hvds__route_broadcast,
+    .alltoall = hvds__route_alltoall,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

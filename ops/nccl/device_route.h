@@ -1,4 +1,4 @@
-/* The NCCL route's entries of the device library's table (device_api.h version 3). */
+/* The NCCL route's entries of the device library's table (device_api.h versions 3 to 6). */
 #ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_H_
 #define HVDS_OPS_NCCL_DEVICE_ROUTE_H_
 
@@ -27,6 +27,13 @@ int hvds__route_reducescatter(void* comm, const void* input, void* output, const
                               int dtype, int op, double prescale, double postscale,
                               void* const* ready, int nready, hvds_device_done_fn done,
                               void* done_arg, char* why, size_t why_len);
+
+int hvds__route_broadcast(void* comm, void* buf, size_t bytes, int root, void* const* ready,
+                          int nready, hvds_device_done_fn done, void* done_arg, char* why,
+                          size_t why_len);
+int hvds__route_alltoall(void* comm, const void* input, const size_t* send_bytes, void* output,
+                         const size_t* recv_bytes, void* const* ready, int nready,
+                         hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* What the NCCL route's files share (device_route.c: contexts, communicators, allreduce;
- * device_gather.c: allgather and reducescatter). */
+ * device_gather.c: allgather and reducescatter; device_exchange.c: broadcast and alltoall). */
 #ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_INTERNAL_H_
 #define HVDS_OPS_NCCL_DEVICE_ROUTE_INTERNAL_H_
 

@@ -3,7 +3,7 @@
  * does runs it. Today: the host's shared segment (every rank on one host), the hierarchical
  * allreduce (local phases over shared memory, cross-host over TCP), and the flat algorithms
  * over the set's point-to-point communicator, which takes everything; ahead of them the device
- * backend: GPU allreduces, allgathers and reducescatters by NCCL when
+ * backend: GPU allreduces, allgathers, broadcasts, alltoalls and reducescatters by NCCL when
  * HVDSPARSE_GPU_OPERATIONS=nccl.
  *
  * Every decision depends only on negotiated data (the response, the set, what init measured
@@ -52,9 +52,9 @@ typedef struct hvds_backend {
   int (*agrees)(const hvds_pset_t* s);
   hvds_result_t (*agree)(hvds_pset_t* s, uint64_t* words, size_t n, hvds_reduce_op_t op);
   /* Optional (NULL: none): runs a whole response of a kind it takes (allreduce, allgather,
-   * reducescatter) itself, on the memory x's entries name, and completes them now or later
-   * from a thread of its own (the device backend: when the GPU is done). Takes x's entries
-   * (leaves them NULL). */
+   * broadcast, alltoall, reducescatter) itself, on the memory x's entries name, and completes them
+   * now or later from a thread of its own (the device backend: when the GPU is done). Takes x's
+   * entries (leaves them NULL). */
   hvds_result_t (*run)(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x);
 } hvds_backend_t;
 

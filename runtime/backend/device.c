@@ -1,4 +1,4 @@
-/* The device backend: GPU allreduces run by the device library's NCCL route
+/* The device backend: GPU collectives run by the device library's NCCL route
  * (HVDSPARSE_GPU_OPERATIONS=nccl, device_route.h), first in the registry. It runs a whole
  * fused response itself: one launch on the GPU's stream, completed later from the library's
  * completion thread, so the cycle never waits for the GPU. */
@@ -146,64 +146,103 @@ static hvds_result_t run_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   return launched(s, r, x, op, rc, why);
 }
 
-/* prepare() for a response of one tensor (allgather, reducescatter); NULL also where this rank
- * sits it out, as on the CPU path: a rank without the tensor (joined). */
-static launched_t* prepare_one(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, const char* what,
-                               const hvds_device_api_t** api, void** comm) {
-  return x->entries[0] != NULL ? prepare(s, r, x, what, api, comm) : NULL;
+/* A one-tensor launch (all but allreduce): the library, the set's communicator, the record its
+ * completion finishes, the entry and its ready event. */
+typedef struct {
+  const hvds_device_api_t* api;
+  void* comm;
+  launched_t* op;
+  hvds_entry_t* e;
+  void* ready[1];
+  int nready;
+  char why[512];
+} one_t;
+
+/* prepare() for a response of one tensor; 0 also where this rank sits it out, as on the CPU
+ * path: a rank without the tensor (joined). Starts the timeline's record. */
+static int prepare_one(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, const char* what,
+                       one_t* o) {
+  o->e = x->entries[0];
+  o->op = o->e != NULL ? prepare(s, r, x, what, &o->api, &o->comm) : NULL;
+  if (o->op == NULL) return 0;
+  o->ready[0] = o->e->ready_event;
+  o->nready = o->e->ready_event != NULL;
+  o->why[0] = '\0';
+  hvds__tl_start(s->rt, r, NULL);
+  return 1;
 }
 
 static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
-  const hvds_device_api_t* api;
-  void* comm;
-  launched_t* op = prepare_one(s, r, x, "allgather", &api, &comm);
-  if (op == NULL) return HVDS_SUCCESS;
-  hvds_entry_t* e = x->entries[0];
+  one_t o;
+  if (!prepare_one(s, r, x, "allgather", &o)) return HVDS_SUCCESS;
   size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
-  if (bytes == NULL) return launched(s, r, x, op, -1, "out of memory");
+  if (bytes == NULL) return launched(s, r, x, o.op, -1, "out of memory");
   int64_t rows = 0, shape[HVDS_MAX_DIMS];
   for (int32_t k = 0; k < s->n; k++) {
     bytes[k] = (size_t)r->sizes[k] * row;
     rows += r->sizes[k];
   }
   hvds__out_shape(r, rows, shape);
-  hvds__tl_start(s->rt, r, NULL);
-  void* out = hvds__entry_alloc_output(e, r->nextra, shape, (size_t)rows * row);
-  if (out == NULL) op->broken = "allgather: the output allocator returned NULL";
-  char why[512] = "";
-  void* ready[1] = {e->ready_event};
+  void* out = hvds__entry_alloc_output(o.e, r->nextra, shape, (size_t)rows * row);
+  if (out == NULL) o.op->broken = "allgather: the output allocator returned NULL";
   hvds__tl_activity(s->rt, r, "NCCL_ALLGATHER");
-  int rc = api->allgather(comm, e->input.data, out, bytes, ready, e->ready_event ? 1 : 0, completed,
-                          op, why, sizeof(why));
+  int rc = o.api->allgather(o.comm, o.e->input.data, out, bytes, o.ready, o.nready, completed, o.op,
+                            o.why, sizeof(o.why));
   hvds__tl_activity(s->rt, r, NULL);
   free(bytes);
-  return launched(s, r, x, op, rc, why);
+  return launched(s, r, x, o.op, rc, o.why);
 }
 
 static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
-  const hvds_device_api_t* api;
-  void* comm;
-  launched_t* op = prepare_one(s, r, x, "reducescatter", &api, &comm);
-  if (op == NULL) return HVDS_SUCCESS;
-  hvds_entry_t* e = x->entries[0];
+  one_t o;
+  if (!prepare_one(s, r, x, "reducescatter", &o)) return HVDS_SUCCESS;
   size_t* counts = calloc((size_t)s->n, sizeof(size_t));
-  if (counts == NULL) return launched(s, r, x, op, -1, "out of memory");
+  if (counts == NULL) return launched(s, r, x, o.op, -1, "out of memory");
   int64_t shape[HVDS_MAX_DIMS];
   int32_t ndim = hvds__reducescatter_split(r, s->n, s->my_rank, counts, shape);
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
-  hvds__tl_start(s->rt, r, NULL);
-  void* out = hvds__entry_alloc_output(e, ndim, shape, counts[s->my_rank] * esz);
-  if (out == NULL) op->broken = "reducescatter: the output allocator returned NULL";
-  char why[512] = "";
-  void* ready[1] = {e->ready_event};
+  void* out = hvds__entry_alloc_output(o.e, ndim, shape, counts[s->my_rank] * esz);
+  if (out == NULL) o.op->broken = "reducescatter: the output allocator returned NULL";
   hvds__tl_activity(s->rt, r, "NCCL_REDUCESCATTER");
-  int rc = api->reducescatter(comm, e->input.data, out, counts, r->dtype, r->reduce_op, r->prescale,
-                              r->postscale, ready, e->ready_event ? 1 : 0, completed, op, why,
-                              sizeof(why));
+  int rc = o.api->reducescatter(o.comm, o.e->input.data, out, counts, r->dtype, r->reduce_op,
+                                r->prescale, r->postscale, o.ready, o.nready, completed, o.op,
+                                o.why, sizeof(o.why));
   hvds__tl_activity(s->rt, r, NULL);
   free(counts);
-  return launched(s, r, x, op, rc, why);
+  return launched(s, r, x, o.op, rc, o.why);
+}
+
+static hvds_result_t run_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  one_t o;
+  if (!prepare_one(s, r, x, "broadcast", &o)) return HVDS_SUCCESS;
+  size_t bytes = (size_t)r->sizes[0] * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  hvds__tl_activity(s->rt, r, "NCCL_BCAST");
+  int rc = o.api->broadcast(o.comm, o.e->input.data, bytes, r->root_rank, o.ready, o.nready,
+                            completed, o.op, o.why, sizeof(o.why));
+  hvds__tl_activity(s->rt, r, NULL);
+  return launched(s, r, x, o.op, rc, o.why);
+}
+
+/* The splits travel over the set's control plane (the flat backend), the rows by NCCL. */
+static hvds_result_t run_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
+  one_t o;
+  if (!prepare_one(s, r, x, "alltoall", &o)) return HVDS_SUCCESS;
+  hvds_alltoall_plan_t p;
+  hvds_result_t exchanged = hvds__alltoall_plan(s, r, o.e, &hvds__backend_flat, &p);
+  if (exchanged != HVDS_SUCCESS) {
+    free(o.op);
+    return exchanged;  // the control plane failed: x's entries fail with its message
+  }
+  void* out = hvds__entry_alloc_output(o.e, r->nextra, p.shape, p.received);
+  if (out == NULL) o.op->broken = "alltoall: the output allocator returned NULL";
+  hvds__alltoall_keep_splits(s->rt, o.e, p.recv_splits, s->n);
+  hvds__tl_activity(s->rt, r, "NCCL_ALLTOALL");
+  int rc = o.api->alltoall(o.comm, o.e->input.data, p.send_bytes, out, p.recv_bytes, o.ready,
+                           o.nready, completed, o.op, o.why, sizeof(o.why));
+  hvds__tl_activity(s->rt, r, NULL);
+  hvds__alltoall_plan_free(&p);
+  return launched(s, r, x, o.op, rc, o.why);
 }
 
 static hvds_result_t run(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
@@ -212,6 +251,10 @@ static hvds_result_t run(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
       return run_allreduce(s, r, x);
     case HVDS_MSG_ALLGATHER:
       return run_allgather(s, r, x);
+    case HVDS_MSG_BROADCAST:
+      return run_broadcast(s, r, x);
+    case HVDS_MSG_ALLTOALL:
+      return run_alltoall(s, r, x);
     default:
       return run_reducescatter(s, r, x);
   }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -133,17 +134,74 @@ TEST(DeviceRoute, AnNcclFailureOnOneRankFailsEveryRankNamingIt) {
   });
 }
 
-TEST(DeviceRoute, OtherOperationsAreStagedAndAJoinedRankAddsZerosOnItsGpu) {
+// Broadcast and alltoall on the route at np 3: a broadcast from rank 1 in place, and an
+// alltoall of uneven splits into memory of the caller's GPU allocator, the received splits in
+// the handle, nothing staged.
+TEST(DeviceRoute, BroadcastAndAlltoallRunOnTheRoute) {
   KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
-  fake_device_stats_t before = Fake::Get().stats();
-  InstanceRanks ranks(2);
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  InstanceRanks ranks(3);
   ranks.Run([&](int rank, hvds_runtime_t* rt) {
-    DeviceTensor b({1.0f + rank}, rank);
+    GpuAllocator gpu{rank, {}};
+    DeviceTensor b({1.0f + rank, 10.0f * rank}, rank);
     hvds_op_options_t ob = HVDS_OP_OPTIONS_INIT;
     ob.root_rank = 1;
     hvds_tensor_t bv = b.View();
-    Finish(ranks, rt, Enqueue(rt, HVDS_MSG_BROADCAST, "bcast", bv, &bv, ob), "bcast");
-    EXPECT_EQ(b.Read(), (std::vector<float>{2.0f}));
+    hvds_handle_t hb = Enqueue(rt, HVDS_MSG_BROADCAST, "bcast", bv, &bv, ob);
+    // Rank q sends q + 1 rows to rank 0, none to rank 1 and one to rank 2; a row is 2 floats,
+    // 100 * q + its index in q's tensor.
+    std::vector<float> rows;
+    for (int i = 0; i < 2 * (rank + 2); i++) rows.push_back(100.0f * rank + i);
+    DeviceTensor a(rows, rank, {rank + 2, 2});
+    int32_t splits[3] = {rank + 1, 0, 1};
+    hvds_op_options_t oa = HVDS_OP_OPTIONS_INIT;
+    oa.splits = splits;
+    oa.nsplits = 3;
+    gpu.Use(oa);
+    hvds_handle_t ha = Enqueue(rt, HVDS_MSG_ALLTOALL, "exchange", a.View(), nullptr, oa);
+    ranks.Sync();
+    Finish(ranks, rt, hb, "bcast");
+    Finish(ranks, rt, ha, "exchange");
+    EXPECT_EQ(b.Read(), (std::vector<float>{2.0f, 10.0f})) << "rank 1's tensor";
+    hvds_tensor_t ao = Output(rt, ha);
+    EXPECT_EQ(ao.device, rank);
+    EXPECT_NE(std::find(gpu.given.begin(), gpu.given.end(), ao.data), gpu.given.end());
+    std::vector<std::vector<float>> want = {
+        {0, 1, 100, 101, 102, 103, 200, 201, 202, 203, 204, 205}, {}, {2, 3, 104, 105, 206, 207}};
+    EXPECT_EQ(ao.shape[0], (int64_t)want[rank].size() / 2);
+    EXPECT_EQ(DeviceTensor::ReadAt(ao.data, Elements(ao)), want[rank]);
+    std::vector<std::vector<int32_t>> want_splits = {{1, 2, 3}, {0, 0, 0}, {1, 1, 1}};
+    EXPECT_EQ(RecvSplits(rt, ha), want_splits[rank]);
+    hvds__release(rt, hb);
+    hvds__release(rt, ha);
+  });
+  EXPECT_EQ(Fake::Get().stats().copies_to_host, copies.copies_to_host) << "nothing was staged";
+  EXPECT_EQ(Fake::Get().route_stats().calls - before.calls, 6) << "2 launches on each rank";
+}
+
+// Adasum has no NCCL reduction: staged under nccl, and right.
+TEST(DeviceRoute, AdasumIsStaged) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_device_stats_t copies = Fake::Get().stats();
+  fake_route_stats_t before = Fake::Get().route_stats();
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    // Orthogonal gradients: Adasum adds them.
+    DeviceTensor t(rank == 0 ? std::vector<float>{1, 0} : std::vector<float>{0, 2}, rank);
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.op = HVDS_ADASUM;
+    Finish(ranks, rt, Enqueue(rt, HVDS_MSG_ALLREDUCE, "adasum", t.View(), nullptr, o), "adasum");
+    EXPECT_EQ(t.Read(), (std::vector<float>{1, 2}));
+  });
+  EXPECT_EQ(Fake::Get().stats().copies_to_host - copies.copies_to_host, 2) << "staged";
+  EXPECT_EQ(Fake::Get().route_stats().calls, before.calls) << "not routed";
+}
+
+TEST(DeviceRoute, AJoinedRankAddsZerosOnItsGpu) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
     // Rank 1 runs one routed allreduce (its GPU context), then joins; rank 0 reduces alone.
     DeviceTensor t({3.0f, 4.0f}, rank);
     Finish(ranks, rt, Enqueue(rt, HVDS_MSG_ALLREDUCE, "warm", t.View(), nullptr), "warm");
@@ -165,8 +223,6 @@ TEST(DeviceRoute, OtherOperationsAreStagedAndAJoinedRankAddsZerosOnItsGpu) {
     if (rank == 0) hvds__release(rt, h);
     hvds__release(rt, j);
   });
-  fake_device_stats_t after = Fake::Get().stats();
-  EXPECT_EQ(after.copies_to_host - before.copies_to_host, 2) << "the broadcast, staged";
 }
 
 TEST(DeviceRoute, ManyOperationsLeaveNoEventsOrCommunicatorsBehind) {

@@ -48,4 +48,11 @@ int fake_route_reducescatter(void* comm, const void* input, void* output, const 
                              void* const* ready, int nready, hvds_device_done_fn done,
                              void* done_arg, char* why, size_t why_len);
 
+int fake_route_broadcast(void* comm, void* buf, size_t bytes, int root, void* const* ready,
+                         int nready, hvds_device_done_fn done, void* done_arg, char* why,
+                         size_t why_len);
+int fake_route_alltoall(void* comm, const void* input, const size_t* send_bytes, void* output,
+                        const size_t* recv_bytes, void* const* ready, int nready,
+                        hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

@@ -156,6 +156,8 @@ static const hvds_device_api_t table = {
     .event_wait = event_wait,
     .allgather = fake_route_allgather,
     .reducescatter = fake_route_reducescatter,
+    .broadcast = fake_route_broadcast,
+    .alltoall = fake_route_alltoall,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }

@@ -15,11 +15,12 @@
 
 enum { kMaxRanks = 16, kMaxRounds = 256 };
 
-enum { kAllreduce, kAllgather, kReducescatter };
+enum { kAllreduce, kAllgather, kReducescatter, kBroadcast, kAlltoall };
 
-/* One rank's part of a round. Allreduce: n tensors of counts[i] elements. Allgather and
- * reducescatter: one input and one output (in_copy[0], out_copy[0]), counts[r] the bytes
- * (allgather) or elements (reducescatter) of rank r's block. */
+/* One rank's part of a round. Allreduce: n tensors of counts[i] elements. The others: one input
+ * and one output (in_copy[0], out_copy[0]); counts[r] the bytes (allgather) or elements
+ * (reducescatter) of rank r's block; broadcast: counts[0] bytes from rank op; alltoall:
+ * counts[r] the bytes to rank r, counts[size + r] the bytes from rank r. */
 typedef struct {
   int kind;
   size_t* counts;
@@ -136,6 +137,34 @@ static void scatter_round(group_t* g, call_t* calls) {
   }
 }
 
+/* The root's bytes into every other rank's buffer. */
+static void broadcast_round(group_t* g, call_t* calls) {
+  int root = calls[0].op;
+  size_t bytes = calls[0].counts[0];
+  char* buf = malloc(bytes + 1);
+  fake_device_read_memory(buf, calls[root].in_copy[0], bytes);
+  for (int r = 0; r < g->size; r++)
+    if (r != root) fake_device_write_memory(calls[r].out_copy[0], buf, bytes);
+  free(buf);
+}
+
+/* Rank q's block for rank r into rank r's output, at the place of q's block. */
+static void alltoall_round(group_t* g, call_t* calls) {
+  int n = g->size;
+  for (int r = 0; r < n; r++) {
+    size_t at = 0;
+    for (int q = 0; q < n; at += calls[r].counts[n + q], q++) {
+      size_t from = 0, bytes = calls[q].counts[r];
+      for (int k = 0; k < r; k++) from += calls[q].counts[k];
+      if (calls[r].out_copy[0] == NULL || bytes == 0) continue;
+      char* buf = malloc(bytes);
+      fake_device_read_memory(buf, (const char*)calls[q].in_copy[0] + from, bytes);
+      fake_device_write_memory((char*)calls[r].out_copy[0] + at, buf, bytes);
+      free(buf);
+    }
+  }
+}
+
 static void* completion_thread(void* arg) {
   group_t* g = arg;
   pthread_mutex_lock(&g->mu);
@@ -164,6 +193,10 @@ static void* completion_thread(void* arg) {
       gather_round(g, calls);
     else if (failed_rank < 0 && calls[0].kind == kReducescatter)
       scatter_round(g, calls);
+    else if (failed_rank < 0 && calls[0].kind == kBroadcast)
+      broadcast_round(g, calls);
+    else if (failed_rank < 0 && calls[0].kind == kAlltoall)
+      alltoall_round(g, calls);
     else if (failed_rank < 0)
       reduce_round(g, calls);
     else
@@ -342,6 +375,33 @@ int fake_route_reducescatter(void* comm, const void* input, void* output, const 
   call_t call = single(comm, kReducescatter, input, output, counts, dtype, op, prescale, postscale,
                        done, done_arg);
   submit(comm, &call, ready, nready);
+  return 0;
+}
+
+int fake_route_broadcast(void* comm, void* buf, size_t bytes, int root, void* const* ready,
+                         int nready, hvds_device_done_fn done, void* done_arg, char* why,
+                         size_t why_len) {
+  (void)why, (void)why_len;
+  comm_t* c = comm;
+  size_t* counts = calloc((size_t)c->group->size, sizeof(size_t));
+  counts[0] = bytes;
+  call_t call = single(c, kBroadcast, buf, buf, counts, HVDS_UINT8, root, 1.0, 1.0, done, done_arg);
+  free(counts);
+  submit(c, &call, ready, nready);
+  return 0;
+}
+
+int fake_route_alltoall(void* comm, const void* input, const size_t* send_bytes, void* output,
+                        const size_t* recv_bytes, void* const* ready, int nready,
+                        hvds_device_done_fn done, void* done_arg, char* why, size_t why_len) {
+  (void)why, (void)why_len;
+  comm_t* c = comm;
+  int n = c->group->size;
+  call_t call =
+      single(c, kAlltoall, input, output, send_bytes, HVDS_UINT8, 0, 1.0, 1.0, done, done_arg);
+  call.counts = realloc(call.counts, 2 * (size_t)n * sizeof(size_t));
+  memcpy(call.counts + n, recv_bytes, (size_t)n * sizeof(size_t));
+  submit(c, &call, ready, nready);
   return 0;
 }
 

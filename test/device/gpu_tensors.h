@@ -127,6 +127,15 @@ inline hvds_tensor_t Output(hvds_runtime_t* rt, hvds_handle_t h) {
   return t;
 }
 
+// An alltoall's received splits, from its finished handle.
+inline std::vector<int32_t> RecvSplits(hvds_runtime_t* rt, hvds_handle_t h) {
+  pthread_mutex_lock(&rt->hmu);
+  hvds_handle_rec_t* rec = hvds__handle_find_locked(rt, h);
+  std::vector<int32_t> splits(rec->recv_splits, rec->recv_splits + rec->nrecv_splits);
+  pthread_mutex_unlock(&rt->hmu);
+  return splits;
+}
+
 inline size_t Elements(const hvds_tensor_t& t) {
   size_t n = 1;
   for (int32_t d = 0; d < t.ndim; d++) n *= (size_t)t.shape[d];

@@ -238,6 +238,41 @@ TEST_F(Routed, AllgatherAndReducescatterOnTheGpu) {
   cudaFree(in);
 }
 
+TEST_F(Routed, BroadcastAndAlltoallOnTheGpu) {
+  ASSERT_EQ(hvds_size(), 1) << "the routed cases run at np 1 (one GPU)";
+  const size_t count = 1 << 16;
+  float* in = nullptr;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  WriteLate(in, count, 5.0f, stream_, &delay_ms_);
+  hvds_tensor_t v = View(in, count);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.stream = (int64_t)(intptr_t)stream_;
+  o.name = "routed.bcast";
+  hvds_handle_t h = 0;
+  ASSERT_EQ(hvds_broadcast_async(&v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  hvds_release(h);
+  std::vector<float> got = Read(in, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 5.0f), (long)count);
+  WriteLate(in, count, 7.0f, stream_, &delay_ms_);
+  o.name = "routed.alltoall";
+  o.alloc = GpuAlloc;
+  ASSERT_EQ(hvds_alltoall_async(&v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+  hvds_tensor_t a;
+  ASSERT_EQ(hvds_handle_output(h, 0, &a), HVDS_SUCCESS);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.shape[0], (int64_t)count);
+  got = Read(a.data, count, stream_);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 7.0f), (long)count);
+  const int32_t* splits = nullptr;
+  ASSERT_EQ(hvds_handle_splits(h, &splits), 1);
+  EXPECT_EQ(splits[0], (int32_t)count);
+  cudaFree(a.data);
+  hvds_release(h);
+  cudaFree(in);
+}
+
 // Median microseconds of reps calls of fn.
 template <class F>
 double MedianUs(F fn, int reps) {
