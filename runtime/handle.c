@@ -1,13 +1,14 @@
 /* Handle table and the public handle functions (poll, wait, outputs, release). */
 #include "handle.h"
 
-#include "cycle.h"
-#include "sparse_rt.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "cycle.h"
+#include "device_route.h"
+#include "sparse_rt.h"
 
 static void record_free(hvds_handle_rec_t* h) {
   if (h == NULL) return;
@@ -15,6 +16,7 @@ static void record_free(hvds_handle_rec_t* h) {
   free(h->recv_splits); /* outputs and owned live in h's own allocation */
   free(h->message);
   hvds__sparse_out_free(h->sparse);
+  hvds__device_event_free(h->gpu_work);
   free(h);
 }
 

@@ -83,6 +83,8 @@ struct hvds_handle_rec {
   int32_t join_rank;          /* join: last rank that joined */
   int32_t result_int;         /* process-set add: the new id */
   struct hvds_sparse_out* sparse; /* sparse allreduce: result and statistics (execute_sparse.c) */
+  void* gpu_work;     /* completed at launch: an event of its GPU work (device_completion.h) */
+  int32_t gpu_device; /* that work's GPU */
 };
 
 /* Per-rank bookkeeping of a tensor at the set's coordinator (Horovod's message table). */

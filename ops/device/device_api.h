@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 6
+#define HVDS_DEVICE_API_VERSION 7
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -109,6 +109,13 @@ typedef struct {
   int (*alltoall)(void* comm, const void* input, const size_t* send_bytes, void* output,
                   const size_t* recv_bytes, void* const* ready, int nready,
                   hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+
+  /* Version 7: handles complete at launch (HOROVOD_ENABLE_ASYNC_COMPLETION). */
+  /* An event recorded now on the stream of comm's GPU, after the work launched there so far:
+   * it completes with that work. NULL with why. Freed by event_free. */
+  void* (*launch_event)(void* comm, char* why, size_t why_len);
+  /* Makes stream of GPU device wait for event on the GPU; the host does not wait. -1 with why. */
+  int (*stream_wait)(void* event, int device, int64_t stream, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -95,6 +95,8 @@ static const hvds_device_api_t table = {
     .reducescatter = hvds__route_reducescatter,
     .broadcast = hvds__route_broadcast,
     .alltoall = hvds__route_alltoall,
+    .launch_event = hvds__route_launch_event,
+    .stream_wait = hvds__route_stream_wait,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

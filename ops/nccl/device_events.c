@@ -86,3 +86,12 @@ int hvds__route_copy_to_host_async(void* host, const void* device_memory, size_t
   *done = hvds__route_ready_event(device, stream, why, why_len);
   return *done != NULL ? 0 : -1;
 }
+
+int hvds__route_stream_wait(void* event, int device, int64_t stream, char* why, size_t why_len) {
+  ready_event_t* r = event;
+  int previous = hvds__current_device();
+  cudaError_t e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)(intptr_t)stream, r->ev, 0);
+  hvds__restore_device(previous);
+  return e == cudaSuccess ? 0 : failed(e, "cudaStreamWaitEvent", why, why_len);
+}

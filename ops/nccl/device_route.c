@@ -195,3 +195,9 @@ int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* ou
   return hvds__route_submit(comm, ready, nready, done, done_arg, launch_allreduce, &a, why,
                             why_len);
 }
+
+void* hvds__route_launch_event(void* comm, char* why, size_t why_len) {
+  const device_state_t* d = ((route_comm_t*)comm)->device;
+  int64_t stream = (int64_t)(intptr_t)hvds__nccl_ctx_stream(d->ctx);
+  return hvds__route_ready_event(hvds__nccl_ctx_device(d->ctx), stream, why, why_len);
+}

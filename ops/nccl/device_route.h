@@ -1,4 +1,4 @@
-/* The NCCL route's entries of the device library's table (device_api.h versions 3 to 6). */
+/* The NCCL route's entries of the device library's table (device_api.h versions 3 to 7). */
 #ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_H_
 #define HVDS_OPS_NCCL_DEVICE_ROUTE_H_
 
@@ -34,6 +34,7 @@ int hvds__route_broadcast(void* comm, void* buf, size_t bytes, int root, void* c
 int hvds__route_alltoall(void* comm, const void* input, const size_t* send_bytes, void* output,
                          const size_t* recv_bytes, void* const* ready, int nready,
                          hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+void* hvds__route_launch_event(void* comm, char* why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -2,39 +2,59 @@
  * (HVDSPARSE_GPU_OPERATIONS=nccl, device_route.h), first in the registry. It runs a whole
  * fused response itself: one launch on the GPU's stream, completed later from the library's
  * completion thread, so the cycle never waits for the GPU. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "collectives.h"
+#include "device_completion.h"
 #include "device_library.h"
 #include "device_route.h"
+#include "log.h"
 #include "param.h"
 #include "process_set.h"
 
-/* One launched operation: what its completion finishes. */
+/* One launched operation: what its completion finishes. Two references, the launch's and the
+ * completion's (which may run before the launch returned): the last of the two finishes the
+ * entries, so the launch still reads them (the timeline) and the cycle never waits. */
 typedef struct {
   hvds_runtime_t* rt;
   const char* what;   /* "allreduce", ... */
   const char* broken; /* set: the entries fail with it even when the collective succeeds */
+  atomic_int refs;
+  int at_launch; /* the entries completed at launch (device_completion.h), not here */
+  void* comm;
+  int status;     /* the completion's */
+  char text[768]; /* its failure */
+  char name[128]; /* the first tensor's, for a failure after the entries completed */
   int32_t n;
   hvds_entry_t* entries[];
 } launched_t;
 
+/* Drops n references; the last finishes the entries with the completion's outcome. */
+static void unref(launched_t* op, int n) {
+  if (atomic_fetch_sub(&op->refs, n) != n) return;
+  for (int32_t i = 0; i < op->n && !op->at_launch; i++)
+    if (op->entries[i] != NULL)
+      hvds__entry_finish(op->rt, op->entries[i], (hvds_result_t)op->status,
+                         op->status == HVDS_SUCCESS ? NULL : op->text);
+  free(op);
+}
+
 static void completed(void* arg, int status, const char* message) {
   launched_t* op = arg;
-  char text[768];
   if (status != HVDS_SUCCESS)
-    snprintf(text, sizeof(text), "NCCL %s on rank %d: %s", op->what, op->rt->rank,
+    snprintf(op->text, sizeof(op->text), "NCCL %s on rank %d: %s", op->what, op->rt->rank,
              message ? message : hvds_result_str((hvds_result_t)status));
   else if (op->broken != NULL)
-    snprintf(text, sizeof(text), "%s", op->broken), status = HVDS_SYSTEM_ERROR;
-  for (int32_t i = 0; i < op->n; i++)
-    if (op->entries[i] != NULL)
-      hvds__entry_finish(op->rt, op->entries[i], (hvds_result_t)status,
-                         status == HVDS_SUCCESS ? NULL : text);
-  free(op);
+    snprintf(op->text, sizeof(op->text), "%s", op->broken), status = HVDS_SYSTEM_ERROR;
+  op->status = status;
+  if (op->at_launch && status != HVDS_SUCCESS)  // its handles are done: the log says it
+    HVDS_ERROR("%s (of '%s', whose handle completed at launch: ENABLE_ASYNC_COMPLETION)", op->text,
+               op->name);
+  unref(op, 1);
 }
 
 /* The control plane's broadcast over the set, for NCCL's unique id. */
@@ -97,24 +117,48 @@ static launched_t* prepare(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, c
     fail_all(rt, x, message);
     return NULL;  // the other ranks fail in the collective, or time out
   }
-  *op = (launched_t){rt, what, NULL, x->n};
+  *op = (launched_t){.rt = rt,
+                     .what = what,
+                     .at_launch = hvds__device_async_completion(),
+                     .comm = *comm,
+                     .n = x->n};
+  atomic_init(&op->refs, 2);
+  snprintf(op->name, sizeof(op->name), "%s", r->names[0]);
   memcpy(op->entries, x->entries, (size_t)x->n * sizeof(hvds_entry_t*));
   return op;
 }
 
-/* After the library was called: x's entries belong to the completion, or fail here with why. */
+/* Completion at launch: each entry's handle gets an event of the work launched so far. */
+static void complete_at_launch(hvds_pset_t* s, hvds_exec_t* x, const launched_t* op) {
+  for (int32_t i = 0; i < x->n; i++) {
+    if (x->entries[i] == NULL) continue;
+    char why[512] = "", message[768] = "";
+    if (op->broken != NULL)
+      snprintf(message, sizeof(message), "%s", op->broken);
+    else if (hvds__device_handle_work(s->rt, x->entries[i], op->comm, why, sizeof(why)) != 0)
+      snprintf(message, sizeof(message), "NCCL %s of '%s' on rank %d: %s", op->what,
+               x->entries[i]->name, s->rt->rank, why);
+    hvds__entry_finish(s->rt, x->entries[i], message[0] ? HVDS_SYSTEM_ERROR : HVDS_SUCCESS,
+                       message[0] ? message : NULL);
+  }
+}
+
+/* After the library was called: x's entries finish with the completion (at launch under
+ * ENABLE_ASYNC_COMPLETION), or fail here with why. */
 static hvds_result_t launched(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, launched_t* op,
                               int rc, const char* why) {
   if (rc != 0) {
     char message[768];
     snprintf(message, sizeof(message), "NCCL %s of '%s' on rank %d: %s", op->what, r->names[0],
              s->rt->rank, why);
-    free(op);
+    free(op);  // done is never called
     fail_all(s->rt, x, message);
     return HVDS_SUCCESS;
   }
   hvds__tl_end(s->rt, r, x);
-  for (int32_t i = 0; i < x->n; i++) x->entries[i] = NULL;  // the completion's now
+  if (op->at_launch) complete_at_launch(s, x, op);
+  for (int32_t i = 0; i < x->n; i++) x->entries[i] = NULL;  // finished, or the completion's
+  unref(op, 1);
   return HVDS_SUCCESS;
 }
 
@@ -231,7 +275,7 @@ static hvds_result_t run_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
   hvds_alltoall_plan_t p;
   hvds_result_t exchanged = hvds__alltoall_plan(s, r, o.e, &hvds__backend_flat, &p);
   if (exchanged != HVDS_SUCCESS) {
-    free(o.op);
+    free(o.op);        // nothing launched
     return exchanged;  // the control plane failed: x's entries fail with its message
   }
   void* out = hvds__entry_alloc_output(o.e, r->nextra, p.shape, p.received);

@@ -279,6 +279,14 @@ void hvds_free(void* p);
 /* Alltoall: number of received splits, written to *splits (valid until release). */
 int32_t hvds_handle_splits(hvds_handle_t handle, const int32_t** splits /* OUT */);
 int32_t hvds_handle_join_rank(hvds_handle_t handle);
+/* HOROVOD_ENABLE_ASYNC_COMPLETION: a GPU operation on the NCCL route completes its handle at
+ * launch, its GPU work still running. hvds_handle_gpu_work() gives the GPU of a finished
+ * handle's work in flight, or -1 when it has none (every other handle); then
+ * hvds_handle_stream_wait() makes stream (a cudaStream_t as an integer, 0 the default stream)
+ * of that GPU wait for the work, the host waiting for nothing: what synchronize does with the
+ * caller's current stream. HVDS_SUCCESS also when there is nothing to wait for. */
+int32_t hvds_handle_gpu_work(hvds_handle_t handle);
+hvds_result_t hvds_handle_stream_wait(hvds_handle_t handle, int64_t stream);
 /* The sparse result of a completed hvds_sparse_allreduce_async with no dense_out: nnz entries,
  * sorted unique indices (the input's index dtype) and their values (rows for ROWS). When the
  * result came out dense (*is_dense = 1), *indices is NULL and values holds every element of the

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_completion.h"
 #include "gpu_tensors.h"
 
 namespace {
@@ -71,6 +72,49 @@ TEST(DeviceRoute, AFusedAllreduceIsOneLaunchAndCompletesFromTheLibrarysThread) {
   EXPECT_EQ(after.copies_to_host, copies.copies_to_host) << "nothing was staged";
   EXPECT_EQ(after.copies_to_device, copies.copies_to_device);
   EXPECT_EQ(Fake::Get().route_stats().comms, before.comms) << "communicators freed at close";
+}
+
+// HOROVOD_ENABLE_ASYNC_COMPLETION: the handle completes at launch, the GPU still holding the
+// work; the consumer's stream is made to wait for it (the host does not), and the result lands.
+TEST(DeviceRoute, AsyncCompletionFinishesAtLaunchAndTheConsumersStreamWaits) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  KnobOverride async(HVDS_PARAM_ENABLE_ASYNC_COMPLETION, "1");
+  fake_route_stats_t before = Fake::Get().route_stats();
+  {
+    InstanceRanks ranks(2);
+    ranks.Run([&](int rank, hvds_runtime_t* rt) {
+      DeviceTensor a({1.0f + rank, 2.0f}, rank), b({5.0f * rank}, rank);
+      hvds_tensor_t in[2] = {a.View(), b.View()};
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      o.name = "grads";
+      if (rank == 0) Fake::Get().hold(1);
+      ranks.Sync();
+      hvds_handle_t h = 0;
+      ASSERT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 2, in, in, &o, &h), HVDS_SUCCESS)
+          << hvds_last_error();
+      EXPECT_EQ(hvds__handle_gpu_work(rt, h), -1) << "not done yet: nothing to wait for";
+      ranks.CycleUntil(rt, [&] { return Peek(rt, h).status != HVDS_IN_PROGRESS; });
+      EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << Peek(rt, h).message;
+      EXPECT_EQ(Fake::Get().route_stats().rounds, before.rounds) << "done while the GPU holds it";
+      EXPECT_EQ(hvds__handle_gpu_work(rt, h), rank);
+      EXPECT_EQ(hvds__handle_stream_wait(rt, h, 4200 + rank), HVDS_SUCCESS) << hvds_last_error();
+      fake_route_stats_t waited = Fake::Get().route_stats();
+      EXPECT_EQ(waited.last_wait_stream / 100, 42) << "the consumer's stream";
+      EXPECT_EQ(waited.last_wait_pending, 1) << "the stream waits for the GPU, not the host";
+      ranks.Sync();
+      if (rank == 0) Fake::Get().hold(0);
+      double start = hvds__now();
+      while (Fake::Get().route_stats().rounds == before.rounds && hvds__now() - start < 10)
+        usleep(1000);
+      EXPECT_EQ(a.Read(), (std::vector<float>{3.0f, 4.0f}));
+      EXPECT_EQ(b.Read(), (std::vector<float>{5.0f}));
+      hvds__release(rt, h);
+      ranks.Sync();
+    });
+  }
+  fake_route_stats_t after = Fake::Get().route_stats();
+  EXPECT_EQ(after.stream_waits - before.stream_waits, 2);
+  EXPECT_EQ(after.events, before.events) << "the handles' events freed at release";
 }
 
 // DeAR's collectives on the route: an allgather of uneven first dimensions and an averaged,

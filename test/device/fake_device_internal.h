@@ -22,6 +22,8 @@ typedef struct {
   void* dst;
   const void* src;
   size_t bytes;
+  void* group; /* a launch's event: the group whose round it follows, else NULL */
+  long round;  /* that round: complete once the group completed it */
 } fake_event_t;
 /* Moves a queued copy's bytes (at the wait, or when the event is freed). */
 void fake_event_settle(fake_event_t* ev);
@@ -54,5 +56,7 @@ int fake_route_broadcast(void* comm, void* buf, size_t bytes, int root, void* co
 int fake_route_alltoall(void* comm, const void* input, const size_t* send_bytes, void* output,
                         const size_t* recv_bytes, void* const* ready, int nready,
                         hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
+void* fake_route_launch_event(void* comm, char* why, size_t why_len);
+int fake_route_stream_wait(void* event, int device, int64_t stream, char* why, size_t why_len);
 
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

@@ -158,6 +158,8 @@ static const hvds_device_api_t table = {
     .reducescatter = fake_route_reducescatter,
     .broadcast = fake_route_broadcast,
     .alltoall = fake_route_alltoall,
+    .launch_event = fake_route_launch_event,
+    .stream_wait = fake_route_stream_wait,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }

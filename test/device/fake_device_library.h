@@ -30,6 +30,9 @@ typedef struct {
   int last_call_tensors, last_call_ready_events;
   int64_t last_event_stream; /* the stream of the last ready event recorded */
   int64_t last_ready_stream; /* the stream of the first ready event of the last call */
+  long stream_waits;         /* streams made to wait for a launch's event */
+  int64_t last_wait_stream;  /* the last such stream */
+  int last_wait_pending;     /* 1: the launch had not completed when the stream was made to wait */
 } fake_route_stats_t;
 typedef fake_route_stats_t (*fake_device_route_stats_fn)(void);
 /* hold 1: launched allreduces wait (no completion) until hold 0. */

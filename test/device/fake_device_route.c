@@ -405,6 +405,35 @@ int fake_route_alltoall(void* comm, const void* input, const size_t* send_bytes,
   return 0;
 }
 
+/* An event after this rank's rounds so far (the "GPU stream" of the communicator). */
+void* fake_route_launch_event(void* comm, char* why, size_t why_len) {
+  comm_t* c = comm;
+  fake_event_t* ev = fake_route_ready_event(-1, -7, why, why_len);
+  pthread_mutex_lock(&c->group->mu);
+  ev->group = c->group;
+  ev->round = c->group->submitted[c->rank];
+  pthread_mutex_unlock(&c->group->mu);
+  return ev;
+}
+
+int fake_route_stream_wait(void* event, int device, int64_t stream, char* why, size_t why_len) {
+  (void)device, (void)why, (void)why_len;
+  fake_event_t* ev = event;
+  group_t* g = ev->group;
+  int pending = 0;
+  if (g != NULL) {
+    pthread_mutex_lock(&g->mu);
+    pending = g->completed < ev->round;
+    pthread_mutex_unlock(&g->mu);
+  }
+  pthread_mutex_lock(&mu);
+  stats.stream_waits++;
+  stats.last_wait_stream = stream;
+  stats.last_wait_pending = pending;
+  pthread_mutex_unlock(&mu);
+  return 0;
+}
+
 EXPORT fake_route_stats_t fake_device_route_stats(void) {
   pthread_mutex_lock(&mu);
   fake_route_stats_t s = stats;

@@ -273,6 +273,37 @@ TEST_F(Routed, BroadcastAndAlltoallOnTheGpu) {
   cudaFree(in);
 }
 
+// Run both ways by run.sh: with HOROVOD_ENABLE_ASYNC_COMPLETION=1 the handle completes at launch
+// and hvds_handle_stream_wait orders the result on the consumer's stream; without it there is
+// nothing left to wait for. Either way the consumer's stream reads the result, 100 of 100.
+TEST_F(Routed, TheConsumersStreamSeesTheResult) {
+  ASSERT_EQ(hvds_size(), 1) << "the routed cases run at np 1 (one GPU)";
+  const char* knob = getenv("HOROVOD_ENABLE_ASYNC_COMPLETION");
+  bool at_launch = knob != nullptr && std::string(knob) == "1";
+  const size_t count = 1 << 20;
+  float* in = nullptr;
+  CUDA_OK(cudaMalloc(&in, count * sizeof(float)));
+  hvds_tensor_t v = View(in, count);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.stream = (int64_t)(intptr_t)stream_;
+  o.name = "routed.consumer";
+  o.postscale = 2.0;
+  int right = 0, ms = 2;
+  for (int i = 0; i < 100; i++) {
+    WriteLate(in, count, (float)i, stream_, &ms);
+    hvds_handle_t h = 0;
+    ASSERT_EQ(hvds_allreduce_async(&v, &v, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+    ASSERT_EQ(hvds_wait(h, 60000), HVDS_SUCCESS) << hvds_handle_error(h);
+    EXPECT_EQ(hvds_handle_gpu_work(h), at_launch ? 0 : -1);
+    ASSERT_EQ(hvds_handle_stream_wait(h, o.stream), HVDS_SUCCESS) << hvds_last_error();
+    hvds_release(h);
+    std::vector<float> got = Read(in, count, stream_);
+    right += std::count(got.begin(), got.end(), 2.0f * i) == (long)count;
+  }
+  EXPECT_EQ(right, 100);
+  cudaFree(in);
+}
+
 // Median microseconds of reps calls of fn.
 template <class F>
 double MedianUs(F fn, int reps) {

@@ -6,13 +6,15 @@
 #   3. gpu_nccl_test    the NCCL backend's collectives, np 1 and np = GPUs when there are two+
 #   4. nccl_allreduce_bench  bus bandwidth of our allreduce path next to ncclAllReduce
 #   5. gpu_runtime_test      GPU tensors through the runtime with no framework: np 2 staged on
-#      the one GPU, np 1 on the NCCL route against raw ncclAllReduce (gpu_runtime.csv)
+#      the one GPU, np 1 on the NCCL route against raw ncclAllReduce (gpu_runtime.csv), and
+#      the route's consumer stream with completion at launch
 #   6. torch_gpu_checks.py   PyTorch CUDA tensors through the runtime (host-staged): every
 #      collective, a producer stream delayed by a long kernel, GPU memory over 1000 operations,
 #      DistributedOptimizer / DeAR / top-k training against the CPU, at np 1; then np 2 on the
 #      one GPU with the bandwidth against torch.distributed's gloo on the same CUDA tensors; then
 #      the checks again at np 1 on the NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl) with its
-#      figures against torch.distributed's NCCL
+#      figures against torch.distributed's NCCL; then the route with handles completing at
+#      launch (HOROVOD_ENABLE_ASYNC_COMPLETION=1: results ordered on the consumer's stream)
 # Figures go to $HVDS_GPU_OUT (default BUILD/gpu-figures): torch_gpu.jsonl and the logs.
 # Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
 # meant to stay under 8 minutes on one GPU with a few cores.
@@ -87,6 +89,7 @@ runtime_run() {  # runtime_run MODE NP FILTER
 }
 runtime_run host 2 'Staged.*'
 runtime_run nccl 1 'Routed.*'
+HOROVOD_ENABLE_ASYNC_COMPLETION=1 runtime_run nccl 1 'Routed.TheConsumersStreamSeesTheResult'
 
 # The PyTorch checks, where this Python has a torch that sees the GPU.
 torch_run() {  # torch_run LIMIT NP ARGS...: the checks under the launcher
@@ -107,6 +110,8 @@ if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
   torch_run 150 1
   torch_run 150 2 --checks collectives,stream,training,sync_bn --bench
   HVDSPARSE_GPU_OPERATIONS=nccl torch_run 150 1 --bench-nccl
+  HVDSPARSE_GPU_OPERATIONS=nccl HOROVOD_ENABLE_ASYNC_COMPLETION=1 torch_run 120 1 \
+    --checks collectives,stream,training
 else
   echo "=== torch_gpu_checks: skipped: $PY has no torch that sees a GPU"
   fail=1

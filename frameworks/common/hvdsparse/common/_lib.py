@@ -166,6 +166,8 @@ _SIGNATURES = {
     "hvds_free": (None, [_P]),
     "hvds_handle_splits": (_I32, [_I64, _c.POINTER(_I32P)]),
     "hvds_handle_join_rank": (_I32, [_I64]),
+    "hvds_handle_gpu_work": (_I32, [_I64]),
+    "hvds_handle_stream_wait": (_I, [_I64, _I64]),
     "hvds_release": (None, [_I64]),
     "hvds_add_process_set": (_I, [_I32P, _I32, _I32P]),
     "hvds_remove_process_set": (_I, [_I32]),

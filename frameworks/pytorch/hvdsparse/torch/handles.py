@@ -177,6 +177,16 @@ def _poll_one(handle):
     return _lib.lib().hvds_poll(handle) != 0
 
 
+def _order_on_current_stream(handle):
+    """HOROVOD_ENABLE_ASYNC_COMPLETION: a handle done at launch still has GPU work in flight;
+    the caller's current stream waits for it there, the host does not."""
+    lib = _lib.lib()
+    device = lib.hvds_handle_gpu_work(handle)
+    if device >= 0:
+        stream = torch.cuda.current_stream(device).cuda_stream
+        basics.check(lib.hvds_handle_stream_wait(handle, stream), "synchronize")
+
+
 def _synchronize_one(handle):
     with _map_lock:
         pending = _handle_map.pop(handle, None)
@@ -184,6 +194,7 @@ def _synchronize_one(handle):
         return None
     try:
         handles.wait_or_raise(handle)
+        _order_on_current_stream(handle)
         return pending.finish(handle)
     finally:
         _lib.lib().hvds_release(handle)
