@@ -53,6 +53,9 @@ void hvds__device_comm_free(hvds_pset_t* s) {
   const hvds_device_api_t* api = hvds__device_library(NULL, 0, NULL, 0);
   if (s->device_comm != NULL && api != NULL) api->comm_destroy(s->device_comm);
   s->device_comm = NULL;
+  if (s->id == 0 && s->rt->device_hier_comm != NULL && api != NULL)  // the global set's too
+    api->comm_destroy(s->rt->device_hier_comm);
+  if (s->id == 0) s->rt->device_hier_comm = NULL;
 }
 
 void hvds__device_comms_free(hvds_runtime_t* rt) {

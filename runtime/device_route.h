@@ -1,9 +1,9 @@
 /* GPU tensors run by the device library's NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl,
- * docs/gpu.md): allreduce, allgather and reducescatter; every other GPU operation is staged through
- * host memory (device_staging.h). At enqueue the producer's stream gets a ready event (here); at
- * execution the device backend (backend/device.c) launches the fused allreduce on the GPU's own
- * stream, which waits for those events, and the entries complete from the library's completion
- * thread. */
+ * docs/gpu.md): allreduce, allgather, broadcast, alltoall and reducescatter; sparse and Adasum
+ * operations and 16-bit integer reductions are staged through host memory (device_staging.h).
+ * At enqueue the producer's stream gets a ready event (here); at execution the device backend
+ * (backend/device.c) launches the operation on the GPU's own stream, which waits for those
+ * events, and the entries complete from the library's completion thread. */
 #ifndef HVDS_RUNTIME_DEVICE_ROUTE_H_
 #define HVDS_RUNTIME_DEVICE_ROUTE_H_
 
@@ -34,7 +34,8 @@ int hvds__device_routed(int32_t type, hvds_reduce_op_t op, hvds_dtype_t dtype);
 hvds_result_t hvds__device_route_enqueue(hvds_entry_t* e, int64_t stream, int rank,
                                          const char* what);
 
-/* Frees an entry's ready event; the set's communicator, after its operations completed. */
+/* Frees an entry's ready event; the set's communicator (the global set's: the hierarchical
+ * pair too), after its operations completed. */
 void hvds__device_event_free(void* event);
 void hvds__device_comm_free(hvds_pset_t* s);
 /* Every set's communicator, before the sets go: their completions take the queue lock, so

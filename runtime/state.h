@@ -197,6 +197,7 @@ typedef struct hvds_runtime {
   void* fusion_buf;              /* coord: reused across cycles */
   void* device_context;          /* coord: the NCCL route's GPU context (device_route.h) */
   int device_index;              /* coord: its GPU */
+  void* device_hier_comm;        /* coord: the route's hierarchical pair (HIERARCHICAL_ALLREDUCE) */
   size_t fusion_cap;
   struct hvds_timeline* timeline;/* coord */
   int mark_cycles;               /* coord */

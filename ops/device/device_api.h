@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 7
+#define HVDS_DEVICE_API_VERSION 8
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -116,6 +116,14 @@ typedef struct {
   void* (*launch_event)(void* comm, char* why, size_t why_len);
   /* Makes stream of GPU device wait for event on the GPU; the host does not wait. -1 with why. */
   int (*stream_wait)(void* event, int device, int64_t stream, char* why, size_t why_len);
+
+  /* Version 8: Horovod's hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE=1). */
+  /* A communicator made of local (this host's ranks) and cross (the ranks with this local rank
+   * on the other hosts), both from comm_create on this GPU, whose allreduces reduce-scatter
+   * over local, allreduce each block over cross and all-gather over local. It owns the two
+   * (comm_destroy frees them with it); only allreduce runs on it. NULL with why, the two then
+   * left to the caller. */
+  void* (*comm_pair)(void* local, void* cross, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -97,6 +97,7 @@ static const hvds_device_api_t table = {
     .alltoall = hvds__route_alltoall,
     .launch_event = hvds__route_launch_event,
     .stream_wait = hvds__route_stream_wait,
+    .comm_pair = hvds__route_comm_pair,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

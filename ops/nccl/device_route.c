@@ -79,10 +79,28 @@ void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bca
   return c;
 }
 
+void* hvds__route_comm_pair(void* local, void* cross, char* why, size_t why_len) {
+  route_comm_t *l = local, *x = cross;
+  route_comm_t* c = calloc(1, sizeof(*c));
+  if (c == NULL || l->device != x->device) {
+    hvds__route_say(why, why_len, "%s",
+                    c == NULL ? "out of memory" : "the two communicators are on different GPUs");
+    free(c);
+    return NULL;
+  }
+  *c = (route_comm_t){l->comm, l->device, x->comm, {l, x}};
+  return c;
+}
+
 void hvds__route_comm_destroy(void* comm) {
   route_comm_t* c = comm;
   if (c == NULL) return;
-  hvds__nccl_comm_destroy(c->comm);
+  if (c->cross != NULL) {  // a pair: its parts
+    hvds__route_comm_destroy(c->parts[0]);
+    hvds__route_comm_destroy(c->parts[1]);
+  } else {
+    hvds__nccl_comm_destroy(c->comm);
+  }
   free(c);
 }
 
@@ -132,15 +150,17 @@ typedef struct {
   double prescale, postscale;
 } allreduce_args_t;
 
-/* One tensor in place of the caller's memory, several through the fusion buffer. */
+/* One tensor in place of the caller's memory, several through the fusion buffer; a pair's
+ * always through it, hierarchically. */
 static hvds_result_t launch_allreduce(route_comm_t* c, void* args, const hvds_nccl_call_t* call,
                                       char* why, size_t why_len) {
   const allreduce_args_t* a = args;
-  if (a->n == 1 && a->inputs[0] != NULL)
+  if (a->n == 1 && a->inputs[0] != NULL && c->cross == NULL)
     return hvds__nccl_allreduce(c->comm, a->inputs[0], a->outputs[0], a->counts[0], a->dtype, a->op,
                                 a->prescale, a->postscale, call);
-  size_t total = 0;
+  size_t total = 0, L = c->cross != NULL ? (size_t)hvds__nccl_comm_size(c->comm) : 1;
   for (int i = 0; i < a->n; i++) total += a->counts[i];
+  total = (total + L - 1) / L * L;  // the hierarchical allreduce's blocks, padded
   void* fusion = hvds__route_fusion(c->device, total * hvds_dtype_size(a->dtype), why, why_len);
   hvds_cuda_buf_t stack_in[64], stack_out[64];
   hvds_cuda_buf_t* in = a->n <= 64 ? stack_in : malloc((size_t)a->n * sizeof(*in));
@@ -151,8 +171,11 @@ static hvds_result_t launch_allreduce(route_comm_t* c, void* args, const hvds_nc
       in[i] = (hvds_cuda_buf_t){(void*)a->inputs[i], a->counts[i]};
       out[i] = (hvds_cuda_buf_t){a->outputs[i], a->counts[i]};
     }
-    rc = hvds__nccl_allreduce_fused(c->comm, in, out, a->n, fusion, a->dtype, a->op, a->prescale,
-                                    a->postscale, call);
+    rc = c->cross != NULL
+             ? hvds__nccl_allreduce_hierarchical(c->comm, c->cross, in, out, a->n, fusion, a->dtype,
+                                                 a->op, a->prescale, a->postscale, call)
+             : hvds__nccl_allreduce_fused(c->comm, in, out, a->n, fusion, a->dtype, a->op,
+                                          a->prescale, a->postscale, call);
   } else if (fusion != NULL) {
     hvds__route_say(why, why_len, "%s", "out of memory");
   }

@@ -15,6 +15,7 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
 void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
                               void* bctx, char* why, size_t why_len);
 void hvds__route_comm_destroy(void* comm);
+void* hvds__route_comm_pair(void* local, void* cross, char* why, size_t why_len);
 int hvds__route_allreduce(void* comm, const void* const* inputs, void* const* outputs,
                           const size_t* counts, int n, int dtype, int op, double prescale,
                           double postscale, void* const* ready, int nready,

@@ -17,10 +17,13 @@ typedef struct {
   pthread_mutex_t mu; /* the fusion buffer's growth */
 } device_state_t;
 
-/* A communicator and the GPU it runs on. */
-typedef struct {
+/* A communicator and the GPU it runs on; or a pair (comm_pair): comm the host's ranks, cross
+ * the other hosts', both owned. */
+typedef struct route_comm {
   hvds_nccl_comm_t* comm;
   device_state_t* device;
+  hvds_nccl_comm_t* cross;     /* a pair's; NULL for one communicator */
+  struct route_comm* parts[2]; /* a pair's local and cross, freed with it */
 } route_comm_t;
 
 /* why gets fmt with detail (a "%s"), when there is room. */

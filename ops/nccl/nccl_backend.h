@@ -146,6 +146,18 @@ hvds_result_t hvds__nccl_allreduce_fused(hvds_nccl_comm_t* comm, const hvds_cuda
                                          const hvds_cuda_buf_t* outputs, int n, void* d_fusion,
                                          hvds_dtype_t dtype, hvds_reduce_op_t op, double prescale,
                                          double postscale, const hvds_nccl_call_t* call);
+/* Horovod's hierarchical allreduce of the n inputs: local holds the ranks of this host, cross
+ * the ranks with this local rank on the other hosts, both of one context (one GPU, one
+ * stream). The inputs are packed into d_fusion (times prescale), reduce-scattered over local,
+ * each block allreduced over cross, all-gathered over local, and unpacked (times postscale;
+ * Average divides by both sizes). d_fusion holds the sum of the counts rounded up to a
+ * multiple of local's size. A failure or timeout of either communicator aborts both. */
+hvds_result_t hvds__nccl_allreduce_hierarchical(hvds_nccl_comm_t* local, hvds_nccl_comm_t* cross,
+                                                const hvds_cuda_buf_t* inputs,
+                                                const hvds_cuda_buf_t* outputs, int n,
+                                                void* d_fusion, hvds_dtype_t dtype,
+                                                hvds_reduce_op_t op, double prescale,
+                                                double postscale, const hvds_nccl_call_t* call);
 /* Reduce-scatter: buf holds size blocks back to back, block r counts[r] elements; recvbuf gets
  * this rank's block reduced (times prescale before and postscale after, 1/size for Average).
  * buf is scratch (scaled in place when prescale != 1). Equal counts use ncclReduceScatter,

@@ -168,6 +168,61 @@ hvds_result_t hvds__nccl_allreduce_fused(hvds_nccl_comm_t* comm, const hvds_cuda
              enqueue_fused(comm, inputs, outputs, n, d_fusion, dtype, op, prescale, postscale));
 }
 
+/* ---- Hierarchical allreduce ---- */
+
+/* Packed with the prescale and padded with zeros to a multiple of L = local's size; block i of
+ * the fusion buffer reduced over the host into local rank i (ncclReduceScatter), over the
+ * hosts (ncclAllReduce on cross), gathered back on the host (ncclAllGather); unpacked with the
+ * postscale, Average dividing by L x the hosts. Padding is never unpacked. */
+static hvds_result_t enqueue_hierarchical(hvds_nccl_comm_t* local, hvds_nccl_comm_t* cross,
+                                          const hvds_cuda_buf_t* inputs,
+                                          const hvds_cuda_buf_t* outputs, int n, void* d_fusion,
+                                          hvds_dtype_t dt, hvds_reduce_op_t op, double prescale,
+                                          double postscale) {
+  ncclDataType_t t;
+  ncclRedOp_t o;
+  HVDS_CHECK(map_reduction(dt, op, &t, &o));
+  size_t total = 0, esz = hvds__dtype_bytes(dt), L = (size_t)local->size;
+  for (int i = 0; i < n; i++) {
+    if (outputs[i].count != inputs[i].count) return HVDS_INVALID_ARGUMENT;
+    total += inputs[i].count;
+  }
+  size_t block = (total + L - 1) / L;
+  cudaStream_t cs = local->ctx->stream;
+  HVDS_CHECK(hvds__cuda_pack(inputs, n, d_fusion, dt, prescale, (hvds_cuda_stream_t)cs));
+  if (block * L > total)
+    HVDS_CUDA_CHECK(
+        cudaMemsetAsync((char*)d_fusion + total * esz, 0, (block * L - total) * esz, cs));
+  char* mine = (char*)d_fusion + (size_t)local->rank * block * esz;
+  HVDS_NCCL_CHECK(local, ncclReduceScatter(d_fusion, mine, block, t, o, local->nccl, cs));
+  HVDS_NCCL_CHECK(cross, ncclAllReduce(mine, mine, block, t, o, cross->nccl, cs));
+  HVDS_NCCL_CHECK(local, ncclAllGather(mine, d_fusion, block, t, local->nccl, cs));
+  double f = op == HVDS_AVERAGE ? postscale / ((double)L * cross->size) : postscale;
+  return hvds__cuda_unpack(d_fusion, outputs, n, dt, f, (hvds_cuda_stream_t)cs);
+}
+
+hvds_result_t hvds__nccl_allreduce_hierarchical(hvds_nccl_comm_t* local, hvds_nccl_comm_t* cross,
+                                                const hvds_cuda_buf_t* inputs,
+                                                const hvds_cuda_buf_t* outputs, int n,
+                                                void* d_fusion, hvds_dtype_t dtype,
+                                                hvds_reduce_op_t op, double prescale,
+                                                double postscale, const hvds_nccl_call_t* call) {
+  if (local == NULL || cross == NULL || local->ctx != cross->ctx || d_fusion == NULL || n < 0 ||
+      (n > 0 && (inputs == NULL || outputs == NULL)))
+    return HVDS_INVALID_ARGUMENT;
+  HVDS_CHECK(begin(local, call));  // local's lock, then cross's: the one place both are held
+  pthread_mutex_lock(&cross->mu);
+  hvds_result_t rc = (hvds_result_t)atomic_load(&cross->failed);
+  if (rc == HVDS_SUCCESS && cross->nccl == NULL) rc = HVDS_SHUT_DOWN;
+  if (rc == HVDS_SUCCESS)
+    rc = enqueue_hierarchical(local, cross, inputs, outputs, n, d_fusion, dtype, op, prescale,
+                              postscale);
+  if (rc == HVDS_SUCCESS) rc = hvds__nccl_track_pair(local, cross, call);
+  pthread_mutex_unlock(&cross->mu);
+  pthread_mutex_unlock(&local->mu);
+  return rc;
+}
+
 /* ---- Reduce-scatter ---- */
 
 static hvds_result_t enqueue_reducescatter(hvds_nccl_comm_t* comm, void* buf, void* recvbuf,

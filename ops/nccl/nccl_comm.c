@@ -92,7 +92,7 @@ static void drain(hvds_nccl_comm_t* comm) {
   for (;;) {
     int mine = 0;
     for (hvds_nccl_pending_t* p = ctx->head; p != NULL && !mine; p = p->next)
-      mine = p->comm == comm;
+      mine = p->comm == comm || p->also == comm;
     if (!mine) break;
     pthread_cond_wait(&ctx->idle, &ctx->mu);
   }

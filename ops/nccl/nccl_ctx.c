@@ -49,38 +49,53 @@ hvds_result_t hvds__nccl_fail(hvds_nccl_comm_t* comm, hvds_result_t status, cons
   return status;
 }
 
-/* Polls p's event until it completes, its communicator fails, or the timeout passes. Runs on
- * the completion thread without the context lock. */
+/* The communicator of p that failed first checked (comm, then also), or comm. */
+static hvds_nccl_comm_t* failed_comm(const hvds_nccl_pending_t* p) {
+  if (p->also != NULL && !atomic_load(&p->comm->failed) && atomic_load(&p->also->failed))
+    return p->also;
+  return p->comm;
+}
+
+static void abort_all(hvds_nccl_pending_t* p) {
+  hvds__nccl_comm_abort(p->comm);  // unblocks the stream; then the event completes
+  if (p->also != NULL) hvds__nccl_comm_abort(p->also);
+}
+
+/* Fails c when NCCL reports an asynchronous error on it. */
+static void check_async(hvds_nccl_comm_t* c) {
+  ncclResult_t async = ncclSuccess;
+  pthread_mutex_lock(&c->mu);
+  if (c->nccl != NULL) ncclCommGetAsyncError(c->nccl, &async);
+  pthread_mutex_unlock(&c->mu);
+  if (async != ncclSuccess && async != ncclInProgress)
+    hvds__nccl_fail(c, hvds__nccl_result(async), "asynchronous NCCL error: %s",
+                    ncclGetErrorString(async));
+}
+
+/* Polls p's event until it completes, one of its communicators fails, or the timeout passes.
+ * Runs on the completion thread without the context lock. */
 static hvds_result_t wait_pending(hvds_nccl_ctx_t* ctx, hvds_nccl_pending_t* p) {
   // The timeout runs from when p became the oldest: the stream ran the operations before it.
   uint64_t start = (uint64_t)hvds__now_ns();
   long sleep_ns = 2000;
   for (;;) {
     cudaError_t e = cudaEventQuery(p->ev);
-    if (e == cudaSuccess) {
-      int failed = atomic_load(&p->comm->failed);
-      return failed ? (hvds_result_t)failed : HVDS_SUCCESS;
-    }
+    if (e == cudaSuccess) return (hvds_result_t)atomic_load(&failed_comm(p)->failed);
     if (e != cudaErrorNotReady) {
       (void)cudaGetLastError();
       hvds__nccl_fail(p->comm, HVDS_SYSTEM_ERROR, "CUDA error: %s", cudaGetErrorString(e));
-      hvds__nccl_comm_abort(p->comm);
+      abort_all(p);
       return (hvds_result_t)atomic_load(&p->comm->failed);
     }
-    if (atomic_load(&p->comm->failed)) {
-      hvds__nccl_comm_abort(p->comm);  // unblocks the stream; then the event completes
+    if (atomic_load(&failed_comm(p)->failed)) {
+      abort_all(p);
     } else {
-      ncclResult_t async = ncclSuccess;
-      pthread_mutex_lock(&p->comm->mu);
-      if (p->comm->nccl != NULL) ncclCommGetAsyncError(p->comm->nccl, &async);
-      pthread_mutex_unlock(&p->comm->mu);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        hvds__nccl_fail(p->comm, hvds__nccl_result(async), "asynchronous NCCL error: %s",
-                        ncclGetErrorString(async));
-      } else if (ctx->timeout_ms > 0 && (uint64_t)hvds__now_ns() - start > (uint64_t)ctx->timeout_ms * 1000000ull) {
+      check_async(p->comm);
+      if (p->also != NULL) check_async(p->also);
+      if (!atomic_load(&failed_comm(p)->failed) && ctx->timeout_ms > 0 &&
+          (uint64_t)hvds__now_ns() - start > (uint64_t)ctx->timeout_ms * 1000000ull)
         hvds__nccl_fail(p->comm, HVDS_TIMEOUT, "operation not complete after %d ms",
                         ctx->timeout_ms);
-      }
     }
     struct timespec ts = {0, sleep_ns};
     nanosleep(&ts, NULL);
@@ -98,7 +113,8 @@ static void* completion_main(void* arg) {
     hvds_nccl_pending_t* p = ctx->head;
     pthread_mutex_unlock(&ctx->mu);
     hvds_result_t rc = wait_pending(ctx, p);
-    if (p->done) p->done(p->arg, rc, rc == HVDS_SUCCESS ? "" : hvds__nccl_comm_error(p->comm));
+    if (p->done)
+      p->done(p->arg, rc, rc == HVDS_SUCCESS ? "" : hvds__nccl_comm_error(failed_comm(p)));
     pthread_mutex_lock(&ctx->mu);
     ctx->head = p->next;
     if (ctx->head == NULL) ctx->tail = NULL;
@@ -112,6 +128,11 @@ static void* completion_main(void* arg) {
 }
 
 hvds_result_t hvds__nccl_track(hvds_nccl_comm_t* comm, const hvds_nccl_call_t* call) {
+  return hvds__nccl_track_pair(comm, NULL, call);
+}
+
+hvds_result_t hvds__nccl_track_pair(hvds_nccl_comm_t* comm, hvds_nccl_comm_t* also,
+                                    const hvds_nccl_call_t* call) {
   hvds_nccl_ctx_t* ctx = comm->ctx;
   pthread_mutex_lock(&ctx->mu);
   hvds_nccl_pending_t* p = ctx->free_list;
@@ -133,6 +154,7 @@ hvds_result_t hvds__nccl_track(hvds_nccl_comm_t* comm, const hvds_nccl_call_t* c
     HVDS_CUDA_CHECK(e);
   }
   p->comm = comm;
+  p->also = also;
   p->done = call ? call->done : NULL;
   p->arg = call ? call->done_arg : NULL;
   p->next = NULL;

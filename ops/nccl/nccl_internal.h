@@ -18,6 +18,7 @@ extern "C" {
 typedef struct hvds_nccl_pending {
   cudaEvent_t ev;         /* recorded after the operation's last stream work */
   hvds_nccl_comm_t* comm; /* whose failure fails it */
+  hvds_nccl_comm_t* also; /* a second communicator of the operation (hierarchical), or NULL */
   hvds_nccl_done_fn done; /* may be NULL */
   void* arg;
   struct hvds_nccl_pending* next; /* queue or free list */
@@ -56,6 +57,10 @@ hvds_result_t hvds__nccl_result(ncclResult_t r);
 /* Records the completion event of the work just enqueued for comm on the context's stream and
  * queues it for the completion thread. */
 hvds_result_t hvds__nccl_track(hvds_nccl_comm_t* comm, const hvds_nccl_call_t* call);
+/* As hvds__nccl_track for an operation over two communicators of the context: a failure or
+ * timeout of either fails it and aborts both (the stream waits on both's kernels). */
+hvds_result_t hvds__nccl_track_pair(hvds_nccl_comm_t* comm, hvds_nccl_comm_t* also,
+                                    const hvds_nccl_call_t* call);
 
 /* NCCL calls inside an enqueue: a failure fails the communicator and returns. */
 #define HVDS_NCCL_CHECK(comm, call)                                                            \

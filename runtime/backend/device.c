@@ -12,6 +12,7 @@
 #include "device_completion.h"
 #include "device_library.h"
 #include "device_route.h"
+#include "hierarchy.h"
 #include "log.h"
 #include "param.h"
 #include "process_set.h"
@@ -64,21 +65,67 @@ static int bcast_over_set(void* arg, void* buf, size_t bytes, int root) {
   return hvds__broadcast(s->comm, buf, bytes, root, &o) == HVDS_SUCCESS ? 0 : -1;
 }
 
-/* The set's communicator on this rank's GPU, made on its first routed allreduce (every member
+/* The control plane's broadcast over a view of the world (the local or cross group), with
+ * the global set's tags. */
+typedef struct {
+  hvds_p2p_t* view;
+  uint64_t tag;
+} view_bcast_t;
+
+static int bcast_over_view(void* arg, void* buf, size_t bytes, int root) {
+  view_bcast_t* v = arg;
+  hvds_coll_opts_t o = {v->tag, HVDS_ALGO_AUTO, 0, 0};
+  return hvds__broadcast(v->view, buf, bytes, root, &o) == HVDS_SUCCESS ? 0 : -1;
+}
+
+/* This rank's GPU context, made once. */
+static void* context(hvds_runtime_t* rt, const hvds_device_api_t* api, int device, char* why,
+                     size_t why_len) {
+  if (rt->device_context == NULL) {
+    int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000.0);
+    rt->device_context = api->context(device, timeout_ms, why, why_len);
+    if (rt->device_context != NULL) rt->device_index = device;
+  }
+  return rt->device_context;
+}
+
+/* The set's communicator on this rank's GPU, made on its first routed operation (every member
  * runs the same response, so every member makes it at the same point). */
 static void* set_comm(hvds_pset_t* s, const hvds_device_api_t* api, int device, char* why,
                       size_t why_len) {
   hvds_runtime_t* rt = s->rt;
   if (s->device_comm != NULL) return s->device_comm;
-  if (rt->device_context == NULL) {
-    int timeout_ms = (int)(hvds__param_dbl(HVDS_PARAM_GLOO_TIMEOUT_SECONDS) * 1000.0);
-    rt->device_context = api->context(device, timeout_ms, why, why_len);
-    if (rt->device_context == NULL) return NULL;
-    rt->device_index = device;
-  }
+  if (context(rt, api, device, why, why_len) == NULL) return NULL;
   s->device_comm =
       api->comm_create(rt->device_context, s->my_rank, s->n, bcast_over_set, s, why, why_len);
   return s->device_comm;
+}
+
+/* Horovod's hierarchical allreduce on GPUs: the global set's allreduces when
+ * HOROVOD_HIERARCHICAL_ALLREDUCE=1 chose it at init (several hosts of as many ranks). */
+static int hierarchical(const hvds_pset_t* s, const hvds_response_t* r) {
+  return s->id == 0 && r->type == HVDS_MSG_ALLREDUCE && s->rt->hier_mode == HVDS_HIER_ALWAYS;
+}
+
+/* The pair of this host's and the cross group's communicators, made on the first
+ * hierarchical allreduce (every rank at the same point: the local ones, then the cross). */
+static void* hier_comm(hvds_pset_t* s, const hvds_device_api_t* api, int device, char* why,
+                       size_t why_len) {
+  hvds_runtime_t* rt = s->rt;
+  if (rt->device_hier_comm != NULL) return rt->device_hier_comm;
+  if (context(rt, api, device, why, why_len) == NULL) return NULL;
+  view_bcast_t lv = {rt->local, hvds__next_tag(s)}, cv = {rt->cross, hvds__next_tag(s)};
+  void* local = api->comm_create(rt->device_context, rt->local->rank, rt->local->size,
+                                 bcast_over_view, &lv, why, why_len);
+  void* cross = local ? api->comm_create(rt->device_context, rt->cross->rank, rt->cross->size,
+                                         bcast_over_view, &cv, why, why_len)
+                      : NULL;
+  rt->device_hier_comm = cross ? api->comm_pair(local, cross, why, why_len) : NULL;
+  if (rt->device_hier_comm == NULL) {
+    if (local != NULL) api->comm_destroy(local);
+    if (cross != NULL) api->comm_destroy(cross);
+  }
+  return rt->device_hier_comm;
 }
 
 /* Fails every entry of x with message. */
@@ -107,6 +154,8 @@ static launched_t* prepare(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, c
     snprintf(why, sizeof(why),
              "this rank joined before it ran any GPU operation, so it has no "
              "GPU to contribute zeros on");
+  else if (hierarchical(s, r))
+    *comm = hier_comm(s, *api, device, why, sizeof(why));
   else
     *comm = set_comm(s, *api, device, why, sizeof(why));
   launched_t* op = *comm ? malloc(sizeof(*op) + (size_t)x->n * sizeof(hvds_entry_t*)) : NULL;

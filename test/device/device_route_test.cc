@@ -117,6 +117,49 @@ TEST(DeviceRoute, AsyncCompletionFinishesAtLaunchAndTheConsumersStreamWaits) {
   EXPECT_EQ(after.events, before.events) << "the handles' events freed at release";
 }
 
+// HOROVOD_HIERARCHICAL_ALLREDUCE=1 on 2 hosts of 2 ranks: the global set's GPU allreduces run
+// on a pair of the host's and the hosts' communicators (a host's sum, then the hosts'),
+// averaged over all 4 ranks; a process set's allreduce stays flat.
+TEST(DeviceRoute, HierarchicalAllreduceOnTheHostsAndAcrossThem) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  fake_route_stats_t before = Fake::Get().route_stats();
+  {
+    InstanceRanks ranks(4, {{0, 2}});
+    ranks.PlaceOnHosts(2, true);
+    ranks.Run([&](int rank, hvds_runtime_t* rt) {
+      DeviceTensor a({1.0f * (rank + 1), 10.0f}, rank), b({100.0f * rank}, rank);
+      hvds_tensor_t in[2] = {a.View(), b.View()};
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      o.name = "grads";
+      o.op = HVDS_AVERAGE;
+      o.postscale = 2.0;
+      hvds_handle_t h = 0;
+      ASSERT_EQ(hvds__enqueue(rt, HVDS_MSG_ALLREDUCE, "Allreduce", 2, in, in, &o, &h), HVDS_SUCCESS)
+          << hvds_last_error();
+      Finish(ranks, rt, h, "grads");
+      hvds__release(rt, h);
+      EXPECT_EQ(a.Read(), (std::vector<float>{5.0f, 20.0f})) << "2 x the mean of 1..4 and 10";
+      EXPECT_EQ(b.Read(), (std::vector<float>{300.0f}));
+      // The set {0, 2}: flat on its own communicator (ranks 1 and 3 cycle along).
+      bool member = rank % 2 == 0;
+      DeviceTensor c({1.0f + rank}, rank);
+      hvds_op_options_t oc = HVDS_OP_OPTIONS_INIT;
+      oc.process_set = 1;
+      hvds_handle_t hc = member ? Enqueue(rt, HVDS_MSG_ALLREDUCE, "set", c.View(), nullptr, oc) : 0;
+      ranks.CycleUntil(rt, [&] { return !member || Peek(rt, hc).status != HVDS_IN_PROGRESS; });
+      if (member) {
+        EXPECT_EQ(Peek(rt, hc).status, HVDS_SUCCESS) << Peek(rt, hc).message;
+        EXPECT_EQ(c.Read(), (std::vector<float>{4.0f}));
+        hvds__release(rt, hc);
+      }
+    });
+  }
+  fake_route_stats_t after = Fake::Get().route_stats();
+  EXPECT_EQ(after.pair_calls - before.pair_calls, 4) << "each rank's global allreduce";
+  EXPECT_EQ(after.calls - before.calls, 6) << "4 hierarchical, 2 in the set";
+  EXPECT_EQ(after.comms, before.comms) << "the pairs' parts freed at close";
+}
+
 // DeAR's collectives on the route: an allgather of uneven first dimensions and an averaged,
 // prescaled reducescatter, into memory of the caller's GPU allocator, with nothing staged.
 TEST(DeviceRoute, AllgatherAndReducescatterRunOnTheRoute) {

@@ -57,6 +57,7 @@ int fake_route_alltoall(void* comm, const void* input, const size_t* send_bytes,
                         const size_t* recv_bytes, void* const* ready, int nready,
                         hvds_device_done_fn done, void* done_arg, char* why, size_t why_len);
 void* fake_route_launch_event(void* comm, char* why, size_t why_len);
+void* fake_route_comm_pair(void* local, void* cross, char* why, size_t why_len);
 int fake_route_stream_wait(void* event, int device, int64_t stream, char* why, size_t why_len);
 
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

@@ -160,6 +160,7 @@ static const hvds_device_api_t table = {
     .alltoall = fake_route_alltoall,
     .launch_event = fake_route_launch_event,
     .stream_wait = fake_route_stream_wait,
+    .comm_pair = fake_route_comm_pair,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }

@@ -33,6 +33,7 @@ typedef struct {
   long stream_waits;         /* streams made to wait for a launch's event */
   int64_t last_wait_stream;  /* the last such stream */
   int last_wait_pending;     /* 1: the launch had not completed when the stream was made to wait */
+  long pair_calls;           /* allreduces launched on a hierarchical pair (comm_pair) */
 } fake_route_stats_t;
 typedef fake_route_stats_t (*fake_device_route_stats_fn)(void);
 /* hold 1: launched allreduces wait (no completion) until hold 0. */

@@ -30,6 +30,10 @@ typedef struct {
   double prescale, postscale;
   hvds_device_done_fn done;
   void* arg;
+  struct comm* then; /* a pair's first stage: the result goes on to a round of this comm */
+  int divide;        /* Average's divisor when not the group's size (a pair's second stage) */
+  double then_postscale;
+  int then_op;
 } call_t;
 
 typedef struct {
@@ -44,9 +48,11 @@ typedef struct {
   int stop;
 } group_t;
 
-typedef struct {
+typedef struct comm {
   group_t* group;
   int rank;
+  struct comm* cross;    /* a pair (comm_pair): the cross part; group and rank the local's */
+  struct comm* parts[2]; /* a pair's local and cross parts */
 } comm_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -91,7 +97,8 @@ static void reduce_round(group_t* g, call_t* calls) {
     }
     for (int r = 0; r < g->size; r++) {
       if (calls[r].out_copy[t] == NULL) continue;
-      double f = calls[r].postscale / (calls[r].op == HVDS_AVERAGE ? g->size : 1);
+      int divide = calls[r].divide ? calls[r].divide : g->size;
+      double f = calls[r].postscale / (calls[r].op == HVDS_AVERAGE ? divide : 1);
       for (size_t i = 0; i < count; i++) store(buf + i * esz, dtype, sum[i] * f);
       fake_device_write_memory(calls[r].out_copy[t], buf, count * esz);
     }
@@ -165,6 +172,27 @@ static void alltoall_round(group_t* g, call_t* calls) {
   }
 }
 
+static void enqueue(comm_t* c, const call_t* call);
+
+/* A pair's second stage: c's outputs (its host's sums) reduced over the cross group into the
+ * same outputs, with the operation's own postscale and Average over every rank. */
+static void then_cross(const call_t* c) {
+  comm_t* cross = c->then;
+  call_t next = *c;
+  next.then = NULL;
+  next.prescale = 1.0;
+  next.postscale = c->then_postscale;
+  next.op = c->then_op;
+  next.divide = c->divide;
+  next.counts = malloc((size_t)c->n * sizeof(size_t));
+  next.in_copy = malloc((size_t)c->n * sizeof(void*));
+  next.out_copy = malloc((size_t)c->n * sizeof(void*));
+  memcpy(next.counts, c->counts, (size_t)c->n * sizeof(size_t));
+  memcpy(next.in_copy, c->out_copy, (size_t)c->n * sizeof(void*));
+  memcpy(next.out_copy, c->out_copy, (size_t)c->n * sizeof(void*));
+  enqueue(cross, &next);
+}
+
 static void* completion_thread(void* arg) {
   group_t* g = arg;
   pthread_mutex_lock(&g->mu);
@@ -206,7 +234,10 @@ static void* completion_thread(void* arg) {
                failed_rank);
     for (int r = 0; r < g->size; r++) {
       call_t* c = &calls[r];
-      c->done(c->arg, failed_rank < 0 ? 0 : HVDS_SYSTEM_ERROR, failed_rank < 0 ? NULL : message);
+      if (c->then != NULL && failed_rank < 0)
+        then_cross(c);  // the host's sums go on to the hosts' round
+      else
+        c->done(c->arg, failed_rank < 0 ? 0 : HVDS_SYSTEM_ERROR, failed_rank < 0 ? NULL : message);
       free(c->counts);
       free(c->in_copy);
       free(c->out_copy);
@@ -249,6 +280,12 @@ void* fake_route_comm_create(void* context, int rank, int size, hvds_device_bcas
 
 void fake_route_comm_destroy(void* comm) {
   comm_t* c = comm;
+  if (c->cross != NULL) {  // a pair: its parts, the host's rounds first (they feed the cross)
+    fake_route_comm_destroy(c->parts[0]);
+    fake_route_comm_destroy(c->parts[1]);
+    free(c);
+    return;
+  }
   group_t* g = c->group;
   pthread_mutex_lock(&g->mu);
   while (g->completed < g->submitted[c->rank]) pthread_cond_wait(&g->cv, &g->mu);
@@ -286,19 +323,23 @@ void fake_route_event_free(void* event) {
 }
 
 /* Queues this rank's part of its next round. */
-static void submit(comm_t* c, const call_t* call, void* const* ready, int nready) {
+static void enqueue(comm_t* c, const call_t* call) {
   group_t* g = c->group;
+  pthread_mutex_lock(&g->mu);
+  g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = *call;
+  g->submitted[c->rank]++;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void submit(comm_t* c, const call_t* call, void* const* ready, int nready) {
   pthread_mutex_lock(&mu);
   stats.calls++;
   stats.last_call_tensors = call->n;
   stats.last_call_ready_events = nready;
   stats.last_ready_stream = nready > 0 ? ((fake_event_t*)ready[0])->stream : -1;
   pthread_mutex_unlock(&mu);
-  pthread_mutex_lock(&g->mu);
-  g->calls[g->submitted[c->rank] % kMaxRounds][c->rank] = *call;
-  g->submitted[c->rank]++;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+  enqueue(c, call);
 }
 
 static int emulated(int dtype, char* why, size_t why_len) {
@@ -323,7 +364,11 @@ static call_t single(comm_t* c, int kind, const void* input, void* output, const
                  prescale,
                  postscale,
                  done,
-                 done_arg};
+                 done_arg,
+                 NULL,
+                 0,
+                 0.0,
+                 0};
   memcpy(call.counts, counts, (size_t)size * sizeof(size_t));
   call.in_copy[0] = input;
   call.out_copy[0] = output;
@@ -349,12 +394,38 @@ int fake_route_allreduce(void* comm, const void* const* inputs, void* const* out
                  prescale,
                  postscale,
                  done,
-                 done_arg};
+                 done_arg,
+                 NULL,
+                 0,
+                 0.0,
+                 0};
   memcpy(call.counts, counts, (size_t)n * sizeof(size_t));
   memcpy(call.in_copy, inputs, (size_t)n * sizeof(void*));
   memcpy(call.out_copy, outputs, (size_t)n * sizeof(void*));
-  submit(comm, &call, ready, nready);
+  comm_t* c = comm;
+  if (c->cross != NULL) {  // a pair: the host's sum first, then the hosts' round
+    call.then = c->cross;
+    call.then_op = op;
+    call.then_postscale = postscale;
+    call.divide = c->group->size * c->cross->group->size;
+    call.op = HVDS_SUM;
+    call.postscale = 1.0;
+    pthread_mutex_lock(&mu);
+    stats.pair_calls++;
+    pthread_mutex_unlock(&mu);
+  }
+  submit(c, &call, ready, nready);
   return 0;
+}
+
+void* fake_route_comm_pair(void* local, void* cross, char* why, size_t why_len) {
+  (void)why, (void)why_len;
+  comm_t* c = calloc(1, sizeof(*c));
+  *c = *(comm_t*)local;
+  c->cross = cross;
+  c->parts[0] = local;
+  c->parts[1] = cross;
+  return c;
 }
 
 int fake_route_allgather(void* comm, const void* input, void* output, const size_t* bytes,

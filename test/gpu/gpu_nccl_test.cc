@@ -226,6 +226,62 @@ TEST(GpuNccl, FusedAllreduceWithJoinedTensors) {
   }
 }
 
+// Horovod's hierarchical allreduce over the local and cross communicators (here every rank one
+// host of its own GPUs: local = all, cross = itself), fused, with a total not a multiple of the
+// local size (the padding), prescale, postscale and Average over both sizes.
+TEST(GpuNccl, HierarchicalAllreduceEqualsTheReference) {
+  for (int np : nps()) {
+    inproc_spawn(np, [&](hvds_p2p_t* p) {
+      hvds_nccl_ctx_t* ctx = nullptr;
+      ASSERT_EQ(hvds__nccl_ctx_create(p->rank, 60000, &ctx), HVDS_SUCCESS);
+      std::vector<int> all(p->size);
+      std::iota(all.begin(), all.end(), 0);
+      int self = p->rank;
+      hvds_p2p_t *lv = nullptr, *cv = nullptr;
+      ASSERT_EQ(hvds__p2p_sub_create(p, all.data(), p->size, 1, &lv), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__p2p_sub_create(p, &self, 1, 2, &cv), HVDS_SUCCESS);
+      hvds_nccl_comm_t *local = nullptr, *cross = nullptr;
+      ASSERT_EQ(hvds__nccl_comm_create_p2p(ctx, lv, 300, &local), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__nccl_comm_create_p2p(ctx, cv, 301, &cross), HVDS_SUCCESS);
+      const hvds_dtype_t t = HVDS_FLOAT32;
+      const std::vector<size_t> counts = {1, 1000, 33, 4097};  // 5131: odd
+      size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+      std::vector<uint8_t> full = rank_input(t, total, p->rank);
+      std::vector<std::unique_ptr<DeviceBuf>> bufs;
+      std::vector<hvds_cuda_buf_t> io;
+      size_t off = 0;
+      for (size_t c : counts) {
+        bufs.emplace_back(new DeviceBuf(full.data() + off * 4, c * 4));
+        io.push_back({bufs.back()->get(), c});
+        off += c;
+      }
+      size_t padded = (total + p->size - 1) / p->size * p->size;
+      DeviceBuf fusion(padded * 4);
+      Done d;
+      hvds_nccl_call_t c = d.call();
+      ASSERT_EQ(
+          hvds__nccl_allreduce_hierarchical(local, cross, io.data(), io.data(), (int)io.size(),
+                                            fusion.get(), t, HVDS_AVERAGE, 2.0, 0.5, &c),
+          HVDS_SUCCESS);
+      d.wait(1);
+      ASSERT_EQ(d.first, HVDS_SUCCESS) << d.msg;
+      std::vector<uint8_t> want = reference(t, total, p->size, HVDS_AVERAGE, 2.0, 0.5);
+      off = 0;
+      for (size_t i = 0; i < counts.size(); i++) {
+        std::vector<float> got = bufs[i]->download_as<float>(counts[i]);
+        for (size_t k = 0; k < counts[i]; k++)
+          ASSERT_EQ(got[k], ((const float*)want.data())[off + k]) << i << " " << k;
+        off += counts[i];
+      }
+      hvds__nccl_comm_destroy(cross);
+      hvds__nccl_comm_destroy(local);
+      hvds__p2p_destroy(cv);
+      hvds__p2p_destroy(lv);
+      hvds__nccl_ctx_destroy(ctx);
+    });
+  }
+}
+
 TEST(GpuNccl, ReduceScatterEqualAndUnequalBlocks) {
   for (int np : nps()) {
     run_ranks(np, [&](Rank& R) {

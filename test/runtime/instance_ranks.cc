@@ -14,8 +14,10 @@
 #include "cycle.h"
 #include "enqueue.h"
 #include "handle.h"
+#include "hierarchy.h"
 #include "instance.h"
 #include "process_set.h"
+#include "tags.h"
 
 namespace hvds_test {
 
@@ -38,8 +40,31 @@ InstanceRanks::InstanceRanks(int n, const std::vector<std::vector<int32_t>>& set
 }
 
 InstanceRanks::~InstanceRanks() {
-  for (auto& rt : rts_) hvds__instance_close(rt.get());
+  for (auto& rt : rts_) {
+    hvds__instance_close(rt.get());
+    hvds__p2p_destroy(rt->local);
+    hvds__p2p_destroy(rt->cross);
+  }
   for (hvds_p2p_t* p : comms_) hvds__p2p_destroy(p);
+}
+
+void InstanceRanks::PlaceOnHosts(int hosts, bool hierarchical) {
+  int per_host = n_ / hosts;
+  for (int r = 0; r < n_; r++) {
+    hvds_runtime_t* rt = rts_[r].get();
+    std::vector<int> local, cross;
+    for (int l = 0; l < per_host; l++) local.push_back(r / per_host * per_host + l);
+    for (int h = 0; h < hosts; h++) cross.push_back(h * per_host + r % per_host);
+    EXPECT_EQ(hvds__p2p_sub_create(comms_[r], local.data(), per_host, HVDS_SPACE_LOCAL, &rt->local),
+              HVDS_SUCCESS);
+    EXPECT_EQ(hvds__p2p_sub_create(comms_[r], cross.data(), hosts, HVDS_SPACE_CROSS, &rt->cross),
+              HVDS_SUCCESS);
+    rt->local_rank = r % per_host;
+    rt->local_size = per_host;
+    rt->cross_rank = r / per_host;
+    rt->cross_size = hosts;
+    rt->hier_mode = hierarchical ? HVDS_HIER_ALWAYS : HVDS_HIER_FLAT;
+  }
 }
 
 void InstanceRanks::ReleaseAll() {

@@ -29,6 +29,11 @@ class InstanceRanks {
   // Closes every runtime, then the world.
   ~InstanceRanks();
 
+  // Places the ranks on hosts of equal size, in rank order (n a multiple of hosts): each
+  // runtime gets its local and cross groups as views of the world, and with hierarchical the
+  // global set's allreduces run as HOROVOD_HIERARCHICAL_ALLREDUCE=1 makes them. Before Run.
+  void PlaceOnHosts(int hosts, bool hierarchical);
+
   // Runs fn on one thread per rank and joins them. A rank still running after deadline_s fails
   // the test: the world's ranks are killed and the barrier broken, so that its peers end.
   void Run(const RankFn& fn, double deadline_s = 20.0);
