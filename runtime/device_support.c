@@ -3,6 +3,7 @@
 #include "device_support.h"
 
 #include "device_library.h"
+#include "device_route.h"
 #include "state.h"
 
 int hvds_cuda_built(void) { return hvds__device_library(NULL, 0, NULL, 0) != NULL; }
@@ -10,6 +11,10 @@ int hvds_cuda_built(void) { return hvds__device_library(NULL, 0, NULL, 0) != NUL
 int hvds_nccl_built(void) {
   const hvds_device_api_t* api = hvds__device_library(NULL, 0, NULL, 0);
   return api != NULL ? api->nccl_version() : 0;
+}
+
+int hvds_gpu_operations_routed(void) {
+  return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && hvds_cuda_built();
 }
 
 hvds_result_t hvds__refuse_device_tensor(const char* what, const char* name, int device) {

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 8
+#define HVDS_DEVICE_API_VERSION 9
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -124,6 +124,17 @@ typedef struct {
    * (comm_destroy frees them with it); only allreduce runs on it. NULL with why, the two then
    * left to the caller. */
   void* (*comm_pair)(void* local, void* cross, char* why, size_t why_len);
+
+  /* Version 9: Compression.topk on the GPU (the cuda/ kernel). */
+  /* Queued on stream of GPU device after the work there so far, and returns at once: acc +=
+   * grad (grad may be NULL), then the k entries of acc largest in magnitude (ties to the lower
+   * indices, zeros never) go to indices (index_dtype an hvds_dtype_t, INT32 or INT64) and values
+   * in increasing index order and are zeroed in acc. Slots left over when acc holds fewer than
+   * k non-zeros get index 0 and value 0, so a sum over the k entries is right without the host
+   * reading a count. dtype FLOAT32 or FLOAT64; n elements, k <= n. -1 with why. */
+  int (*topk_feedback)(int device, int64_t stream, void* acc, const void* grad, int dtype, size_t n,
+                       size_t k, void* indices, int index_dtype, void* values, char* why,
+                       size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -8,6 +8,7 @@
 #include "device_api.h"
 #include "device_events.h"
 #include "device_route.h"
+#include "device_topk.h"
 #include "nccl_backend.h"
 
 static int cuda_runtime_version(void) {
@@ -98,6 +99,7 @@ static const hvds_device_api_t table = {
     .launch_event = hvds__route_launch_event,
     .stream_wait = hvds__route_stream_wait,
     .comm_pair = hvds__route_comm_pair,
+    .topk_feedback = hvds__device_topk_feedback,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

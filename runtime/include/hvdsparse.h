@@ -186,6 +186,9 @@ int hvds_is_homogeneous(void);
 int hvds_gloo_built(void);
 int hvds_nccl_built(void); /* NCCL version code (e.g. 22703), 0 when not built */
 int hvds_cuda_built(void);
+/* 1 when GPU tensors' collectives run on the GPU by NCCL (HVDSPARSE_GPU_OPERATIONS=nccl and the
+ * device library loads), 0 when they are staged through host memory (docs/gpu.md). */
+int hvds_gpu_operations_routed(void);
 int hvds_mpi_built(void);
 int hvds_hwloc_built(void);
 
@@ -341,6 +344,16 @@ hvds_result_t hvds_topk_feedback(void* acc, const void* grad, hvds_dtype_t dtype
                                  const hvds_topk_plan_t* plan, void* indices,
                                  hvds_dtype_t index_dtype, void* values, int64_t* count,
                                  int32_t* exact);
+
+/* hvds_topk_feedback() on GPU device's memory by the device library's kernel, queued on stream
+ * (a cudaStream_t as an integer, 0 the default stream) after the work queued there so far; the
+ * host does not wait. The selection is exact (no sample). indices and values always get
+ * min(k, n) entries: when acc holds fewer non-zeros, the slots left over hold index 0 and value
+ * 0, which add nothing to a sum. HVDS_NOT_SUPPORTED without the device library (docs/gpu.md);
+ * HVDS_INVALID_ARGUMENT as hvds_topk_feedback(); HVDS_SYSTEM_ERROR with CUDA's reason. */
+hvds_result_t hvds_topk_feedback_device(int32_t device, int64_t stream, void* acc, const void* grad,
+                                        hvds_dtype_t dtype, int64_t n, int64_t k, void* indices,
+                                        hvds_dtype_t index_dtype, void* values);
 
 /* ---- Helpers ---- */
 size_t hvds_dtype_size(hvds_dtype_t dtype);

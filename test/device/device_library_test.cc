@@ -114,6 +114,31 @@ TEST(DeviceLibrary, EachLibraryIsTakenOrRefusedWithItsReason) {
   }
 }
 
+// The GPU top-k and the route need the library: without it the first is refused with the
+// reason and the second is reported off whatever HVDSPARSE_GPU_OPERATIONS says.
+TEST(DeviceLibrary, TopKOnAGpuAndTheRouteNeedTheLibrary) {
+  InChild("/nonexistent/libhvdsparse_device.so", [] {
+    setenv("HVDSPARSE_GPU_OPERATIONS", "nccl", 1);
+    EXPECT_EQ(hvds_gpu_operations_routed(), 0);
+    float acc[4] = {1, 2, 3, 4}, vals[2];
+    int32_t idx[2];
+    EXPECT_EQ(
+        hvds_topk_feedback_device(0, 0, acc, nullptr, HVDS_FLOAT32, 4, 2, idx, HVDS_INT32, vals),
+        HVDS_NOT_SUPPORTED);
+    std::string err = hvds_last_error();
+    EXPECT_NE(err.find("hvds_topk_feedback_device: no device library: "
+                       "/nonexistent/libhvdsparse_device.so"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(acc[3], 4) << "nothing changed";
+  });
+  for (const char* mode : {"nccl", "host"})  // a child each: the knob is read once
+    InChild(FAKE_LIBRARY_GOOD, [mode] {
+      setenv("HVDSPARSE_GPU_OPERATIONS", mode, 1);
+      EXPECT_EQ(hvds_gpu_operations_routed(), std::string(mode) == "nccl") << mode;
+    });
+}
+
 // The framework imports are skipped (HVDSPARSE_PYTHON that fails at once): only the device
 // line is checked here.
 TEST(DeviceLibrary, CheckBuildSaysWhatItFound) {

@@ -60,4 +60,10 @@ void* fake_route_launch_event(void* comm, char* why, size_t why_len);
 void* fake_route_comm_pair(void* local, void* cross, char* why, size_t why_len);
 int fake_route_stream_wait(void* event, int device, int64_t stream, char* why, size_t why_len);
 
+int fake_topk_feedback(int device, int64_t stream, void* acc, const void* grad, int dtype, size_t n,
+                       size_t k, void* indices, int index_dtype, void* values, char* why,
+                       size_t why_len);
+/* Counts a top-k selection queued on stream (fake_device_stats_t). */
+void fake_device_count_topk(int64_t stream);
+
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

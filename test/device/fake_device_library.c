@@ -161,6 +161,7 @@ static const hvds_device_api_t table = {
     .launch_event = fake_route_launch_event,
     .stream_wait = fake_route_stream_wait,
     .comm_pair = fake_route_comm_pair,
+    .topk_feedback = fake_topk_feedback,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }
@@ -234,6 +235,13 @@ EXPORT fake_device_stats_t fake_device_stats(void) {
   fake_device_stats_t s = stats;
   pthread_mutex_unlock(&mu);
   return s;
+}
+
+void fake_device_count_topk(int64_t stream) {
+  pthread_mutex_lock(&mu);
+  stats.topk_calls++;
+  stats.last_topk_stream = stream;
+  pthread_mutex_unlock(&mu);
 }
 
 EXPORT void fake_device_fail_copies(int device, int to_host, int to_device) {

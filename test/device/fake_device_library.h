@@ -15,6 +15,8 @@ typedef struct {
   long host_allocs;    /* page-locked buffers ever given out */
   long device_buffers; /* fake GPU allocations not freed */
   int64_t last_stream; /* the stream of the last copy */
+  long topk_calls;     /* top-k selections (topk_feedback) */
+  int64_t last_topk_stream; /* the stream of the last one */
 } fake_device_stats_t;
 
 typedef void* (*fake_device_alloc_fn)(size_t bytes, int device);

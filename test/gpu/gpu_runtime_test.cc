@@ -304,6 +304,47 @@ TEST_F(Routed, TheConsumersStreamSeesTheResult) {
   cudaFree(in);
 }
 
+// hvds_topk_feedback_device: the cuda/ kernel through the device library, queued behind a late
+// producer on the caller's stream, equal to hvds_topk_feedback on the host (float64, exact).
+TEST_F(Routed, TopKOnTheGpuEqualsTheCpuSelection) {
+  const int64_t n = 1 << 20, k = 1000;
+  std::vector<double> acc(n), grad(n);
+  for (int64_t i = 0; i < n; i++) {
+    acc[i] = (double)((i * 7919) % 2001 - 1000) / 8;  // many ties: ties go to lower indices
+    grad[i] = (double)((i * 104729) % 301 - 150) / 4;
+  }
+  double *d_acc = nullptr, *d_grad = nullptr, *d_vals = nullptr;
+  int32_t* d_idx = nullptr;
+  CUDA_OK(cudaMalloc(&d_acc, n * 8));
+  CUDA_OK(cudaMalloc(&d_grad, n * 8));
+  CUDA_OK(cudaMalloc(&d_vals, k * 8));
+  CUDA_OK(cudaMalloc(&d_idx, k * 4));
+  int ms = delay_ms_;
+  CUDA_OK(cudaLaunchHostFunc(stream_, Sleep, &ms));  // the copies wait behind a slow producer
+  CUDA_OK(cudaMemcpyAsync(d_acc, acc.data(), n * 8, cudaMemcpyHostToDevice, stream_));
+  CUDA_OK(cudaMemcpyAsync(d_grad, grad.data(), n * 8, cudaMemcpyHostToDevice, stream_));
+  ASSERT_EQ(hvds_topk_feedback_device(0, (int64_t)(intptr_t)stream_, d_acc, d_grad, HVDS_FLOAT64, n,
+                                      k, d_idx, HVDS_INT32, d_vals),
+            HVDS_SUCCESS)
+      << hvds_last_error();
+  std::vector<int32_t> got_idx(k), want_idx(k);
+  std::vector<double> got_vals(k), want_vals(k), got_acc(n);
+  CUDA_OK(cudaMemcpyAsync(got_idx.data(), d_idx, k * 4, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaMemcpyAsync(got_vals.data(), d_vals, k * 8, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaMemcpyAsync(got_acc.data(), d_acc, n * 8, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaStreamSynchronize(stream_));
+  hvds_topk_plan_t plan = {k, 0, 0, 0};
+  int64_t count = 0;
+  ASSERT_EQ(hvds_topk_feedback(acc.data(), grad.data(), HVDS_FLOAT64, n, &plan, want_idx.data(),
+                               HVDS_INT32, want_vals.data(), &count, nullptr),
+            HVDS_SUCCESS);
+  ASSERT_EQ(count, k);
+  EXPECT_EQ(got_idx, want_idx);
+  EXPECT_EQ(got_vals, want_vals);
+  EXPECT_EQ(got_acc, acc);
+  cudaFree(d_acc), cudaFree(d_grad), cudaFree(d_vals), cudaFree(d_idx);
+}
+
 // Median microseconds of reps calls of fn.
 template <class F>
 double MedianUs(F fn, int reps) {

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import hvdsparse.torch as hvd
 from hvdsparse.common import quantize as qref
+from hvdsparse.torch import topk_device
 from hvdsparse.torch.topk import TopKCompressor, quant_bits_supported
 
 
@@ -331,3 +332,68 @@ def test_quantize_reference_unbiased_bounded_exact_on_grid(bits):
     grid = draws[0]
     assert np.array_equal(qref.quantize(grid, bits, 12345), grid)
     assert qref.encoded_bytes(2500, bits) == len(qref.encode(x, bits, 1))
+
+
+# ---- the GPU's sparse allreduce, run here on CPU tensors ---------------------------------------
+# topk_device's dense and allgather algorithms are what a CUDA gradient runs on the NCCL route;
+# they are device-agnostic, so these tests check their results on the CPU (the GPU's own run is
+# in test/gpu/torch_gpu_checks.py).
+def _rank_pairs(r, n, k):
+    """Rank r's k (index, value) pairs over n elements: distinct indices, integer values, and
+    on odd ranks the GPU selection's padding (index 0, value 0) in the last two slots."""
+    g = torch.Generator().manual_seed(300 + r)
+    idx = torch.randperm(n, generator=g)[:k].sort().values.to(torch.int32)
+    vals = (torch.randint(1, 50, (k,), generator=g) * (1 - 2 * (idx % 2))).double()
+    if r % 2 and k >= 2:
+        idx[-2:] = 0
+        vals[-2:] = 0
+    return idx, vals
+
+
+@pytest.mark.parametrize("algorithm", ["dense", "allgather", "auto"])
+@pytest.mark.parametrize("op,prescale,postscale", [(hvd.Sum, 1.0, 1.0), (hvd.Average, 2.0, 0.5)])
+def test_device_algorithms_equal_the_sum_of_every_ranks_pairs(algorithm, op, prescale, postscale):
+    n, k = 40, 6
+    want = torch.zeros(n, dtype=torch.float64)
+    for r in range(hvd.size()):
+        i, v = _rank_pairs(r, n, k)
+        want.index_add_(0, i.long(), v)
+    want = want * prescale / (hvd.size() if op == hvd.Average else 1) * postscale
+    idx, vals = _rank_pairs(hvd.rank(), n, k)
+    out = torch.full((5, 8), 99.0, dtype=torch.float64)  # stale values must not survive
+    h = topk_device.allreduce_into_async(vals, idx, out, "dev.%s.%d" % (algorithm, op), op,
+                                         prescale, postscale, hvd.global_process_set, algorithm)
+    got = hvd.synchronize(h)
+    assert got is out
+    if op == hvd.Sum:  # integers: exact
+        assert torch.equal(out.reshape(-1), want)
+    else:  # the division by the size rounds where the scaling falls
+        torch.testing.assert_close(out.reshape(-1), want, rtol=1e-15, atol=0)
+    every = hvd.allgather(out.reshape(1, -1), name="dev.check.%s.%d" % (algorithm, op))
+    assert bool((every == every[0]).all())  # every rank holds the same bits
+
+
+def test_device_algorithm_choice_and_what_it_leaves_to_the_runtime():
+    # 4 ranks, n = 1000 float32: a ring allreduce brings 6000 bytes to each rank, the allgather
+    # 3 k pairs of 8 bytes, so the allgather wins below k = 250.
+    assert topk_device.choose(1000, 249, 4, 4, 4) == "allgather"
+    assert topk_device.choose(1000, 250, 4, 4, 4) == "dense"
+    assert topk_device.choose(1000, 10, 1, 4, 4) == "allgather"
+    assert topk_device.runs_here(None, hvd.Average, 0)
+    assert topk_device.runs_here("allgather", hvd.Sum, 0)
+    for algorithm in ("zen", "ssar_split_allgather", "dsar_split_allgather",
+                      "ssar_recursive_doubling"):
+        assert not topk_device.runs_here(algorithm, hvd.Average, 0)  # the runtime's sparse path
+    assert not topk_device.runs_here(None, hvd.Average, 4)  # quantized values: the runtime's
+    assert not topk_device.runs_here(None, hvd.Max, 0)
+
+
+def test_device_allgather_refuses_ranks_that_sent_different_counts():
+    k = 5 if hvd.rank() == 1 else 3  # no rank sees size * k in all
+    idx = torch.arange(k, dtype=torch.int32)
+    vals = torch.ones(k, dtype=torch.float64)
+    out = torch.zeros(20, dtype=torch.float64)
+    h = topk_device.allreduce_into_async(vals, idx, out, "dev.uneven", hvd.Sum, 1.0, 1.0,
+                                         hvd.global_process_set, "allgather")
+    with pytest.raises(ValueError, match="'dev.uneven'.*same size"):
+        hvd.synchronize(h)

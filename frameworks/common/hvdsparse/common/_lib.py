@@ -147,6 +147,7 @@ _SIGNATURES = {
     "hvds_gloo_built": (_I, []),
     "hvds_nccl_built": (_I, []),
     "hvds_cuda_built": (_I, []),
+    "hvds_gpu_operations_routed": (_I, []),
     "hvds_mpi_built": (_I, []),
     "hvds_hwloc_built": (_I, []),
     "hvds_allreduce_async": (_I, [_TP, _TP, _OP, _HP]),
@@ -186,9 +187,11 @@ _SIGNATURES = {
                                        _c.POINTER(_c.c_char_p)]),
     "hvds_topk_feedback": (_I, [_P, _P, _I, _I64, _c.POINTER(TopKPlan), _P, _I, _P, _HP,
                                 _I32P]),
+    "hvds_topk_feedback_device": (_I, [_I32, _I64, _P, _P, _I, _I64, _I64, _P, _I, _P]),
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
 _OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback",
+             "hvds_topk_feedback_device",
              "hvds_set_shutdown_reason", "hvds_elastic_hosts_updated"}
 
 _LIBNAME = "libhvdsparse.so"

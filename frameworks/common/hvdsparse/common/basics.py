@@ -239,6 +239,12 @@ def cuda_built():
     return bool(_lib.lib().hvds_cuda_built())
 
 
+def gpu_operations_routed():
+    """True when GPU tensors' collectives run on the GPU by NCCL (HVDSPARSE_GPU_OPERATIONS=nccl
+    with the device library), False when they are staged through host memory."""
+    return bool(_lib.lib().hvds_gpu_operations_routed())
+
+
 def rocm_built():
     return False
 

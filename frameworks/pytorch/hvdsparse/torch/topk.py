@@ -17,10 +17,11 @@ import ctypes
 
 import torch
 
-from hvdsparse.common import _lib, handles
+from hvdsparse.common import _lib, basics, handles
 from hvdsparse.common import sparse as csparse
 from hvdsparse.common.basics import require_init
 from hvdsparse.common.topk import TopKCompressorBase, quant_bits_supported  # noqa: F401
+from hvdsparse.torch import topk_device
 from hvdsparse.torch.handles import _TO_C, _check_device, _options, _register, _view
 
 STATE_KEY = "hvdsparse"
@@ -38,24 +39,41 @@ class TopKCompressor(TopKCompressorBase):
 
     @staticmethod
     def _native_ok(acc, grad=None):
-        """True when C selects: CPU float32/float64, contiguous, grad of acc's dtype."""
-        return (acc.device.type == "cpu" and acc.dtype in NATIVE_DTYPES and acc.is_contiguous()
-                and (grad is None or (grad.dtype == acc.dtype and grad.device == acc.device))
-                and _lib.has("hvds_topk_feedback"))
+        """True when C selects: float32/float64, contiguous, grad of acc's dtype and device; on
+        the CPU by hvds_topk_feedback, on a GPU by the cuda/ kernel (hvds_topk_feedback_device,
+        with the device library)."""
+        if acc.dtype not in NATIVE_DTYPES or not acc.is_contiguous():
+            return False
+        if grad is not None and (grad.dtype != acc.dtype or grad.device != acc.device):
+            return False
+        if acc.is_cuda:
+            return _lib.has("hvds_topk_feedback_device") and basics.cuda_built()
+        return acc.device.type == "cpu" and _lib.has("hvds_topk_feedback")
 
     def _native(self, acc, grad):
         """(values, indices) of the top k of acc + grad (grad may be None) selected in C, with
         acc = acc + grad - sent in place; indices in increasing order, int32 when the tensor's
-        indices fit (what the sparse allreduce sends)."""
+        indices fit (what the sparse allreduce sends). On a GPU the selection is exact and
+        queued on the current stream: there are always k entries, those past the count index 0
+        with value 0 (they add nothing)."""
         n = acc.numel()
         k = self.k(n)
         wire = csparse.wire_index_dtype(n)
-        idx = torch.empty(k, dtype=torch.int32 if wire == _lib.INT32 else torch.int64)
-        vals = torch.empty(k, dtype=acc.dtype)
+        idx = torch.empty(k, dtype=torch.int32 if wire == _lib.INT32 else torch.int64,
+                          device=acc.device)
+        vals = torch.empty(k, dtype=acc.dtype, device=acc.device)
         flat_grad = None if grad is None else grad.reshape(-1).contiguous()
-        count = self.native_feedback(acc.data_ptr(),
-                                     None if flat_grad is None else flat_grad.data_ptr(),
-                                     _TO_C[acc.dtype], n, idx.data_ptr(), wire, vals.data_ptr())
+        grad_ptr = None if flat_grad is None else flat_grad.data_ptr()
+        if acc.is_cuda:
+            rc = _lib.lib().hvds_topk_feedback_device(
+                acc.device.index, torch.cuda.current_stream(acc.device).cuda_stream,
+                acc.data_ptr(), grad_ptr, _TO_C[acc.dtype], n, k, idx.data_ptr(), wire,
+                vals.data_ptr())
+            if rc != _lib.SUCCESS:
+                raise RuntimeError("hvdsparse: top-k selection failed: %s" % _lib.last_error())
+            return vals, idx
+        count = self.native_feedback(acc.data_ptr(), grad_ptr, _TO_C[acc.dtype], n,
+                                     idx.data_ptr(), wire, vals.data_ptr())
         return vals[:count], idx[:count]
 
     def _magnitudes(self, flat):
@@ -70,8 +88,8 @@ class TopKCompressor(TopKCompressorBase):
 
     def select(self, flat):
         """(values, indices): the k entries of the 1-D tensor flat largest in magnitude (in C:
-        increasing index order, int32 indices when they fit, zeros left out; otherwise int64
-        indices in no particular order)."""
+        increasing index order, int32 indices when they fit, zeros left out on the CPU and
+        padded as (0, 0) on a GPU; otherwise int64 indices in no particular order)."""
         if self._native_ok(flat):
             return self._native(flat.clone(), None)
         n = flat.numel()
@@ -115,6 +133,9 @@ class TopKCompressor(TopKCompressorBase):
         """(a 1-D sparse COO tensor of numel elements holding the top k, ctx). For
         hvd.sparse_allreduce by hand; the optimizer uses feedback() directly."""
         values, idx = self.feedback(tensor, residual)
+        if values.is_cuda:  # the GPU selection's padding would repeat index 0
+            sent = values != 0
+            values, idx = values[sent], idx[sent]
         coo = torch.sparse_coo_tensor(idx.unsqueeze(0), values, (tensor.numel(),))
         return coo, tuple(tensor.shape)
 
@@ -127,14 +148,23 @@ class TopKCompressor(TopKCompressorBase):
 def allreduce_into_async(values, indices, out, name, op, prescale, postscale, process_set,
                          algorithm=None, quant_bits=0):
     """Starts the sparse allreduce of (values, flat indices) over out's elements with the
-    result written densely into out (contiguous, CPU); returns a handle for
-    mpi_ops.synchronize(), which returns out."""
+    result written densely into out (contiguous); returns a handle for mpi_ops.synchronize(),
+    which returns out. A CUDA out on the NCCL route runs on the GPU (topk_device) unless the
+    call needs the runtime's sparse path (a SparCML or ZEN algorithm, quantized values)."""
     require_init()
     _check_device(out)
+    if (out.is_cuda and basics.gpu_operations_routed()
+            and topk_device.runs_here(algorithm, op, quant_bits)):
+        if algorithm is not None:
+            _lib.check_sparse_algorithm(algorithm)
+        return topk_device.allreduce_into_async(values, indices, out, name, op, prescale,
+                                                postscale, process_set, algorithm)
     gpu_out = out if out.is_cuda else None
     if gpu_out is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
         out = torch.empty(out.shape, dtype=out.dtype)
         values, indices = values.cpu(), indices.cpu()
+        sent = values != 0  # the GPU selection's padding (index 0, value 0) repeats an index
+        values, indices = values[sent], indices[sent]
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
     n = out.numel()
