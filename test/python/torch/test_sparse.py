@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import hvdsparse.torch as hvd
+from hvdsparse.torch import sparse_ops
 
 ALGORITHMS = ["dense", "allgather", "ssar_recursive_doubling", "ssar_split_allgather",
               "dsar_split_allgather", "zen"]
@@ -151,6 +152,56 @@ def test_sparse_out_of_range_fails_every_rank(layout):
     # the runtime is still usable
     s = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,))
     assert hvd.sparse_allreduce(s, op=hvd.Sum).to_dense()[0].item() == n
+
+
+# What a CUDA sparse tensor runs on the NCCL route (sparse_ops._allgather_on_device_async:
+# every rank's entries gathered where they are and coalesced there), run here on CPU tensors.
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+def test_sparse_device_allgather_matches_dense(layout, op):
+    shape, k = LAYOUTS[layout]
+    n, r = hvd.size(), hvd.rank()
+    nnz = [0 if q == n - 1 else 5 + 2 * q for q in range(n)]  # the last rank sends nothing
+    inputs = [rank_input(q, shape, k, nnz[q], seed=20 + len(layout)) for q in range(n)]
+    handle = sparse_ops._allgather_on_device_async(
+        inputs[r], "sp.dev.%s.%d" % (layout, op), op, hvd.global_process_set, None, 1.0, 1.0)
+    out = hvd.synchronize(handle)
+    assert handle.algorithm == "allgather"
+    check_result(out, inputs, op, shape, k)
+    scaled = hvd.synchronize(sparse_ops._allgather_on_device_async(
+        inputs[r], "sp.dev.scaled.%s.%d" % (layout, op), op, hvd.global_process_set,
+        torch.int64, 2.0, 0.25))
+    torch.testing.assert_close(scaled.to_dense().double(), reference(inputs, op) * 0.5)
+
+
+def test_sparse_device_allgather_out_of_range_fails_every_rank():
+    shape, k = LAYOUTS["rows"]
+    n, r = hvd.size(), hvd.rank()
+    t = rank_input(r, shape, k, 4, seed=12)
+    if r == n - 1:
+        idx = t._indices().clone()
+        idx[0, 1] = 1000
+        t = torch.sparse_coo_tensor(idx, t._values(), shape, check_invariants=False)
+    with pytest.raises(ValueError, match="'sp.dev.bad': a rank sent an index outside the "
+                                         "tensor's 30 rows") as info:
+        hvd.synchronize(sparse_ops._allgather_on_device_async(
+            t, "sp.dev.bad", hvd.Sum, hvd.global_process_set, None, 1.0, 1.0))
+    if r == n - 1:
+        assert "this rank's entry 1 has index 1000" in str(info.value)
+
+
+def test_sparse_device_allgather_beside_the_runtimes_path_fails_every_rank():
+    """A rank gathering on its GPU where another took the runtime's sparse path (a CPU tensor
+    there) under the same name: a mismatch naming both, not a wait."""
+    t = torch.sparse_coo_tensor([[hvd.rank()]], [1.0], (4,))
+    with pytest.raises(hvd.HorovodInternalError,
+                       match="SPARSE_ALLREDUCE, but another rank did an ALLGATHER.*"
+                             "sparse_allreduce.sp.dev.mixed"):
+        if hvd.rank() == 0:
+            hvd.sparse_allreduce(t, name="sp.dev.mixed", op=hvd.Sum)
+        else:
+            hvd.synchronize(sparse_ops._allgather_on_device_async(
+                t, "sp.dev.mixed", hvd.Sum, hvd.global_process_set, None, 1.0, 1.0))
 
 
 def test_sparse_argument_errors():

@@ -16,14 +16,15 @@ import ctypes
 
 import torch
 
-from hvdsparse.common import _lib
+from hvdsparse.common import _lib, basics
 from hvdsparse.common import sparse as csparse
 from hvdsparse.common.basics import require_init
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Average, check_sparse_op
 from hvdsparse.common.process_sets import global_process_set
+from hvdsparse.torch import device_sparse
 from hvdsparse.torch.handles import (_TO_C, _alloc_store, _check_device, _enqueue_allocating,
-                                     _options, _poll_one, _register, _synchronize_one)
+                                     _options, _output, _poll_one, _register, _synchronize_one)
 
 _INDEX_DTYPES = {torch.int32: _lib.INT32, torch.int64: _lib.INT64}
 _TORCH_INDEX = {_lib.INT32: torch.int32, _lib.INT64: torch.int64}
@@ -92,8 +93,9 @@ def _flat_indices(tensor, lay):
     if lay.k == 1:
         flat = idx[0]
     else:
-        sizes = torch.tensor(lay.sparse_shape, dtype=torch.int64).unsqueeze(1)
-        strides = torch.tensor(_strides(lay.sparse_shape), dtype=torch.int64).unsqueeze(1)
+        sizes = torch.tensor(lay.sparse_shape, dtype=torch.int64, device=idx.device).unsqueeze(1)
+        strides = torch.tensor(_strides(lay.sparse_shape), dtype=torch.int64,
+                               device=idx.device).unsqueeze(1)
         bad = ((idx < 0) | (idx >= sizes)).any(0)
         flat = (idx * strides).sum(0)
         if bool(bad.any()):
@@ -129,12 +131,15 @@ def _build(res, lay, dtype, store):
     flat = _take(res.indices, nnz, _TORCH_INDEX[lay.index_dtype], store).to(torch.int64)
     values = _take(res.values, nnz * _prod(lay.dense_dims), dtype, store)
     values = values.view([nnz] + lay.dense_dims)
+    return torch.sparse_coo_tensor(_unflatten(flat, lay), values, lay.shape, is_coalesced=True)
+
+
+def _unflatten(flat, lay):
+    """The [sparse_dim, nnz] torch indices of row-major flat indices (int64)."""
     if lay.k == 1:
-        indices = flat.unsqueeze(0)
-    else:
-        indices = torch.stack([(flat // s) % d for s, d in zip(_strides(lay.sparse_shape),
-                                                                lay.sparse_shape)])
-    return torch.sparse_coo_tensor(indices, values, lay.shape, is_coalesced=True)
+        return flat.unsqueeze(0)
+    return torch.stack([(flat // s) % d for s, d in zip(_strides(lay.sparse_shape),
+                                                         lay.sparse_shape)])
 
 
 class SparseHandle:
@@ -180,6 +185,10 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
         _lib.check_sparse_algorithm(algorithm)
     require_init()
     _check_sparse(tensor)
+    if (tensor.is_cuda and basics.gpu_operations_routed()
+            and device_sparse.runs_here(algorithm, op, 0, ("allgather",))):
+        return _allgather_on_device_async(tensor, name, op, process_set, index_dtype,
+                                          prescale_factor, postscale_factor)
     device = tensor.device if tensor.is_cuda else None
     if device is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
         tensor = tensor.cpu()
@@ -201,6 +210,38 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
         out = _build(res, lay, tensor.dtype, _alloc_store.get(key, {}))
         return out if device is None else out.to(device)
     _register(h, (tensor, indices, values, st, opts), finish, key)
+    return sh
+
+
+def _allgather_on_device_async(tensor, name, op, process_set, index_dtype, prescale, postscale):
+    """A CUDA sparse tensor on the NCCL route: every rank's entries gathered where they are and
+    coalesced there (device_sparse); runs on any device. Returns a SparseHandle."""
+    lay = _Layout(tensor, index_dtype)
+    indices, hint = _flat_indices(tensor, lay)
+    width = _prod(lay.dense_dims)
+    values = tensor._values().reshape(-1, width)
+    size = process_set.size()
+    h, key, keep = device_sparse.gather_pairs_async(indices, values, name, process_set)
+    sh = SparseHandle(h, hint)
+
+    def finish(hh):
+        flat, vals = device_sparse.unpack_pairs(_output(hh, 0, key), indices.dtype, tensor.dtype,
+                                                width)
+        if bool(((flat < 0) | (flat >= lay.rows)).any()):
+            mine = ((indices < 0) | (indices >= lay.rows)).nonzero()
+            raise ValueError(
+                "sparse allreduce '%s': a rank sent an index outside the tensor's %d rows%s"
+                % (name, lay.rows, "" if not mine.numel() else
+                   " (this rank's entry %d has index %d)" % (int(mine[0, 0]),
+                                                             int(indices[mine[0, 0]]))))
+        if prescale != 1.0:
+            vals = vals * prescale
+        out = torch.sparse_coo_tensor(_unflatten(flat.long(), lay),
+                                      vals.view([-1] + lay.dense_dims), lay.shape).coalesce()
+        device_sparse.scale_result(out._values(), op, size, postscale)
+        sh.algorithm = "allgather"
+        return out
+    _register(h, keep + [tensor, indices, values], finish, key)
     return sh
 
 
