@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 9
+#define HVDS_DEVICE_API_VERSION 10
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -135,6 +135,10 @@ typedef struct {
   int (*topk_feedback)(int device, int64_t stream, void* acc, const void* grad, int dtype, size_t n,
                        size_t k, void* indices, int index_dtype, void* values, char* why,
                        size_t why_len);
+
+  /* Version 10: a framework that cannot name its stream (TensorFlow through DLPack). */
+  /* Returns once every stream of GPU device has finished the work queued so far. -1 with why. */
+  int (*synchronize)(int device, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

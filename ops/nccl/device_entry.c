@@ -75,6 +75,15 @@ static int copy_to_device(void* device_memory, const void* host, size_t bytes, i
                         why_len);
 }
 
+static int synchronize(int device, char* why, size_t why_len) {
+  int previous = hvds__current_device();
+  cudaError_t err = cudaSetDevice(device);
+  const char* what = "cudaSetDevice";
+  if (err == cudaSuccess) err = cudaDeviceSynchronize(), what = "cudaDeviceSynchronize";
+  hvds__restore_device(previous);
+  return err == cudaSuccess ? 0 : failed(err, what, why, why_len);
+}
+
 static const hvds_device_api_t table = {
     .version = HVDS_DEVICE_API_VERSION,
     .nccl_version = hvds__nccl_version,
@@ -100,6 +109,7 @@ static const hvds_device_api_t table = {
     .stream_wait = hvds__route_stream_wait,
     .comm_pair = hvds__route_comm_pair,
     .topk_feedback = hvds__device_topk_feedback,
+    .synchronize = synchronize,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

@@ -189,6 +189,11 @@ int hvds_cuda_built(void);
 /* 1 when GPU tensors' collectives run on the GPU by NCCL (HVDSPARSE_GPU_OPERATIONS=nccl and the
  * device library loads), 0 when they are staged through host memory (docs/gpu.md). */
 int hvds_gpu_operations_routed(void);
+/* Returns once every stream of GPU device finished the work queued so far: for a framework that
+ * cannot name the stream its tensors are written on (TensorFlow's tensors seen through DLPack)
+ * before their memory goes to a collective, and before it reads a result that completed at
+ * launch. device -1 (the CPU) returns at once; HVDS_NOT_SUPPORTED without the device library. */
+hvds_result_t hvds_device_synchronize(int32_t device);
 int hvds_mpi_built(void);
 int hvds_hwloc_built(void);
 

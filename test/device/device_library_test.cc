@@ -2,6 +2,7 @@
 // NCCL, the device library is found or its absence explained, hvds_cuda_built/hvds_nccl_built
 // say what was loaded, and a GPU tensor is refused with its name and the reason. Each case that
 // depends on the loader runs in a child process, since a process loads the library once.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "device_api.h"
+#include "fake_device_library.h"
 #include "hvdsparse.h"
 
 namespace {
@@ -137,6 +139,26 @@ TEST(DeviceLibrary, TopKOnAGpuAndTheRouteNeedTheLibrary) {
       setenv("HVDSPARSE_GPU_OPERATIONS", mode, 1);
       EXPECT_EQ(hvds_gpu_operations_routed(), std::string(mode) == "nccl") << mode;
     });
+}
+
+// hvds_device_synchronize: the CPU needs nothing, a GPU needs the library, which waits on that
+// GPU.
+TEST(DeviceLibrary, SynchronizeWaitsOnTheGpuItNames) {
+  InChild("/nonexistent/libhvdsparse_device.so", [] {
+    EXPECT_EQ(hvds_device_synchronize(-1), HVDS_SUCCESS);
+    EXPECT_EQ(hvds_device_synchronize(0), HVDS_NOT_SUPPORTED);
+    EXPECT_NE(std::string(hvds_last_error()).find("hvds_device_synchronize: no device library"),
+              std::string::npos)
+        << hvds_last_error();
+  });
+  InChild(FAKE_LIBRARY_GOOD, [] {
+    EXPECT_EQ(hvds_device_synchronize(3), HVDS_SUCCESS) << hvds_last_error();
+    void* lib = dlopen(FAKE_LIBRARY_GOOD, RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(lib, nullptr) << "the runtime loaded the fake";
+    auto stats = (fake_device_stats_fn)dlsym(lib, "fake_device_stats");
+    EXPECT_EQ(stats().synchronizes, 1);
+    EXPECT_EQ(stats().last_synchronized_device, 3);
+  });
 }
 
 // The framework imports are skipped (HVDSPARSE_PYTHON that fails at once): only the device

@@ -17,6 +17,8 @@ typedef struct {
   int64_t last_stream; /* the stream of the last copy */
   long topk_calls;     /* top-k selections (topk_feedback) */
   int64_t last_topk_stream; /* the stream of the last one */
+  long synchronizes;        /* whole-GPU waits (synchronize) */
+  int last_synchronized_device; /* the GPU of the last one */
 } fake_device_stats_t;
 
 typedef void* (*fake_device_alloc_fn)(size_t bytes, int device);

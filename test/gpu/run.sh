@@ -116,5 +116,20 @@ else
   echo "=== torch_gpu_checks: skipped: $PY has no torch that sees a GPU"
   fail=1
 fi
+# TensorFlow's GPU tensors in place (DLPack), where this Python has a TensorFlow that sees the GPU
+# (the issue's figures are PyTorch's; this step is reported, not required).
+if "$PY" -c "import tensorflow as tf, sys; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)" 2>/dev/null; then
+  for mode in host nccl; do
+    echo "=== tf_gpu_checks np 1 $mode"
+    PYTHONPATH="$ROOT/frameworks/common:$ROOT/frameworks/tensorflow${PYTHONPATH:+:$PYTHONPATH}" \
+      HVDSPARSE_LIBRARY="$LIBDIR/libhvdsparse.so" HVDSPARSE_DEVICE_LIBRARY="$LIBDIR/libhvdsparse_device.so" \
+      HVDSPARSE_GPU_OPERATIONS=$mode timeout 120 "$BIN/hvdsparse" run -np 1 "$PY" \
+      "$ROOT/test/gpu/tf_gpu_checks.py" --out "$OUT_DIR" 2>&1 | tee -a "$OUT_DIR/tf_gpu.log" && rc=0 || rc=$?
+    echo "=== tf_gpu_checks np 1 $mode: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")"
+    [ $rc -eq 0 ] || fail=1
+  done
+else
+  echo "=== tf_gpu_checks: not run: $PY has no TensorFlow that sees a GPU"
+fi
 echo "test-gpu: $([ $fail -eq 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - start )) s"
 exit $fail

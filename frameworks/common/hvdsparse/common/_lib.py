@@ -148,6 +148,7 @@ _SIGNATURES = {
     "hvds_nccl_built": (_I, []),
     "hvds_cuda_built": (_I, []),
     "hvds_gpu_operations_routed": (_I, []),
+    "hvds_device_synchronize": (_I, [_I32]),
     "hvds_mpi_built": (_I, []),
     "hvds_hwloc_built": (_I, []),
     "hvds_allreduce_async": (_I, [_TP, _TP, _OP, _HP]),

@@ -142,7 +142,7 @@ def _reduce_units(tensors, units, op, prescale, postscale, process_set, sparse_d
             for k, r in zip(u, res):
                 flat[k] = r
         return flat
-    outs = mpi_ops._run(body, tensors, [t.dtype for t in tensors])
+    outs = mpi_ops._run(body, tensors, [t.dtype for t in tensors], in_place=True)
     for o, t in zip(outs, tensors):
         o.set_shape(t.shape)
     return outs

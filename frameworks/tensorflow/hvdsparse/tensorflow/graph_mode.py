@@ -28,13 +28,13 @@ def reserve_inter_op_threads():
 
 
 def run(body, inputs, tout, precondition_error):
-    """body(list of numpy arrays) -> list of numpy arrays, as one tf.py_function whose
-    precondition_error is raised as tf.errors.FailedPreconditionError."""
+    """body(list of eager tensors) -> list of numpy arrays or tensors, as one tf.py_function
+    whose precondition_error is raised as tf.errors.FailedPreconditionError."""
 
     @tf.autograph.experimental.do_not_convert
     def py(*xs):
         try:
-            outs = body([x.numpy() for x in xs])
+            outs = body(list(xs))
         except precondition_error as e:
             dummies = [np.zeros([0], dtype=tf.as_dtype(t).as_numpy_dtype) for t in tout]
             return dummies + [str(e)]

@@ -56,7 +56,7 @@ def _raw_allreduce(tensors, name, op, prescale, postscale, process_set, kind="al
 
     def body(arrays):
         return _complete([_start_allreduce(arrays, full, ps_id, op, prescale, postscale)])[0]
-    outs = _run(body, tensors, [t.dtype for t in tensors])
+    outs = _run(body, tensors, [t.dtype for t in tensors], in_place=True)
     for o, t in zip(outs, tensors):
         o.set_shape(t.shape)
     return outs

@@ -12,7 +12,7 @@ from hvdsparse.common import sparse as csparse
 from hvdsparse.common.errors import ErrorClasses
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Sum
-from hvdsparse.tensorflow import graph_mode
+from hvdsparse.tensorflow import dlpack_views, graph_mode
 
 graph_mode.reserve_inter_op_threads()
 
@@ -130,22 +130,45 @@ def _opts(full_name, ps_id, op=Sum, prescale=1.0, postscale=1.0, root_rank=0,
 def _start_allreduce(arrays, full_name, ps_id, op, prescale, postscale, sparse_detect=None,
                      sparse_algorithm=None):
     """sparse_detect: the runtime may take the sparse path for mostly-zero tensors (same
-    result); sparse_algorithm forces that path's algorithm."""
-    arrays = [_host(a) for a in arrays]
-    outs = [np.empty_like(a) for a in arrays]
+    result); sparse_algorithm forces that path's algorithm. An eager GPU tensor that
+    dlpack_views takes stays on its GPU, its result a TensorFlow tensor there; the others go
+    through host numpy arrays."""
+    arrays = [a if dlpack_views.takes(a) else _host(a) for a in arrays]
+    outs, vin, vout, keep = [], [], [], []
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            out = np.empty_like(a)
+            outs.append(out)
+            vin.append(_view(a))
+            vout.append(_view(out))
+            continue
+        c_dtype = _TO_C[_check_dtype(a.dtype)]
+        out = dlpack_views.empty_like(a)
+        src, dst = dlpack_views.View(a, c_dtype), dlpack_views.View(out, c_dtype)
+        outs.append(out)
+        vin.append(src.c)
+        vout.append(dst.c)
+        keep.append((src, dst))
+    devices = {v.device for v in vin}
+    dlpack_views.synchronize(devices if keep else set())
     opts = _opts(full_name, ps_id, op, prescale, postscale, sparse_algorithm=sparse_algorithm,
                  sparse_detect=sparse_detect)
     lib = _lib.lib()
     n = len(arrays)
     if n == 1:
-        vin, vout = _view(arrays[0]), _view(outs[0])
+        vin, vout = vin[0], vout[0]
         h = _enqueue(lib.hvds_allreduce_async, ctypes.byref(vin), ctypes.byref(vout),
                      ctypes.byref(opts))
     else:
-        vin = (_lib.Tensor * n)(*[_view(a) for a in arrays])
-        vout = (_lib.Tensor * n)(*[_view(o) for o in outs])
+        vin = (_lib.Tensor * n)(*vin)
+        vout = (_lib.Tensor * n)(*vout)
         h = _enqueue(lib.hvds_grouped_allreduce_async, n, vin, vout, ctypes.byref(opts))
-    return _Op(h, (arrays, outs, vin, vout, opts), lambda _h: outs)
+
+    def finish(hh):
+        for d in devices if keep else ():
+            dlpack_views.settle(hh, d)
+        return outs
+    return _Op(h, (arrays, outs, vin, vout, opts, keep), finish)
 
 
 def _start_allgather(array, full_name, ps_id):
@@ -273,14 +296,15 @@ def _to_tf(a):
     return tf.convert_to_tensor(a)
 
 
-def _run(body, inputs, tout):
+def _run(body, inputs, tout, in_place=False):
     """Runs body(list of numpy arrays) -> list of numpy arrays eagerly, or as a py_function
-    (graph_mode.run)."""
+    (graph_mode.run). in_place: body also takes the eager GPU tensors dlpack_views takes, as
+    they are (the allreduces), and may return TensorFlow tensors."""
+    def args(xs):
+        return [x if in_place and dlpack_views.takes(x) else _host(x) for x in xs]
     if _executing_eagerly():
-        return [_to_tf(o) for o in body([_host(x) for x in inputs])]
-
-    return graph_mode.run(lambda arrays: body([_host(a) for a in arrays]), inputs, tout,
-                          HorovodPreconditionError)
+        return [_to_tf(o) for o in body(args(inputs))]
+    return graph_mode.run(lambda xs: body(args(xs)), inputs, tout, HorovodPreconditionError)
 
 
 def _prepare(tensor):

@@ -1,0 +1,85 @@
+"""The in-place path of GPU tensors (dlpack_views): their memory through DLPack, the result in
+a fresh tensor that TensorFlow made. Run here over CPU tensors, which DLPack shows the same way
+(`takes` made to take them): control flow only; the GPU itself needs `make test-gpu`."""
+import ctypes
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import hvdsparse.tensorflow as hvd
+from conftest import execute, rank_values
+from hvdsparse.common import _lib
+from hvdsparse.tensorflow import dlpack_views
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """dlpack_views takes every eager tensor; returns the list of the views it made."""
+    made = []
+    real = dlpack_views.View
+
+    def view(tensor, c_dtype):
+        v = real(tensor, c_dtype)
+        made.append(v)
+        return v
+    monkeypatch.setattr(dlpack_views, "takes", lambda x: isinstance(x, tf.Tensor)
+                        and hasattr(x, "numpy"))
+    monkeypatch.setattr(dlpack_views, "View", view)
+    return made
+
+
+def test_a_view_is_the_tensors_own_memory():
+    t = tf.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    v = dlpack_views.View(t, _lib.FLOAT32)
+    assert v.device == -1 and v.c.ndim == 2 and list(v.c.shape[:2]) == [2, 3]
+    seen = np.ctypeslib.as_array((ctypes.c_float * 6).from_address(v.c.data))
+    assert seen.tolist() == list(range(6))
+    out = dlpack_views.empty_like(t)
+    assert out.shape == t.shape and out.dtype == t.dtype
+    assert dlpack_views.View(out, _lib.FLOAT32).c.data != v.c.data  # memory of its own
+
+
+def test_gpu_tensors_are_taken_only_with_the_device_library():
+    assert not dlpack_views.takes(tf.constant([1.0]))  # a CPU tensor keeps the host path
+    assert not dlpack_views.takes(np.zeros(2))
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.int32, tf.float16])
+def test_allreduce_in_place_equals_the_host_path(mode, taken, dtype):
+    x = rank_values(hvd.rank(), [3, 4], dtype)
+    before = x.numpy().copy()
+    got = execute(mode, lambda t: hvd.allreduce(t, op=hvd.Sum, name="dl.ar.%s" % dtype.name), x)
+    want = sum(rank_values(r, [3, 4], tf.float64).numpy() for r in range(hvd.size()))
+    np.testing.assert_array_equal(got.numpy().astype(np.float64), want)
+    np.testing.assert_array_equal(x.numpy(), before)  # the input stays as it was
+    assert len(taken) == 2  # the input's view and the output's
+
+
+def test_grouped_allreduce_and_the_gradient_tape_in_place(mode, taken):
+    xs = [rank_values(hvd.rank(), [5], tf.float32), rank_values(hvd.rank(), [2, 2], tf.float64)]
+    got = execute(mode, lambda a, b: hvd.grouped_allreduce([a, b], op=hvd.Average,
+                                                           name="dl.gar"), *xs)
+    for g, x in zip(got, xs):
+        want = np.mean([rank_values(r, x.shape, tf.float64).numpy()
+                        for r in range(hvd.size())], axis=0)
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
+    assert len(taken) == 4
+    w = tf.Variable([1.0, 2.0])
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w) * float(hvd.rank() + 1)
+        tape = hvd.DistributedGradientTape(tape)
+        return tape.gradient(loss, [w])[0]
+    grad = execute(mode, step)
+    mean_factor = np.mean([r + 1 for r in range(hvd.size())])
+    np.testing.assert_allclose(grad.numpy(), 2 * np.array([1.0, 2.0]) * mean_factor)
+    assert len(taken) == 6
+
+
+def test_a_mismatch_still_fails_every_rank(taken):
+    x = tf.ones([2 + hvd.rank()])  # shapes differ by rank
+    with pytest.raises(tf.errors.FailedPreconditionError, match="dl.mismatch"):
+        hvd.allreduce(x, name="dl.mismatch")
+    assert len(taken) == 2
