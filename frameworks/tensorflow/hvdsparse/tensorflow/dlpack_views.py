@@ -46,12 +46,19 @@ _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _usable = []  # [the device library loads and this TensorFlow has DLPack], asked once
 
 
+# What goes in place: dtypes both DLPack and TensorFlow's Empty op on a GPU take. int32 stays
+# out: TensorFlow keeps int32 "GPU" tensors in host memory.
+IN_PLACE_DTYPES = (tf.float16, tf.float32, tf.float64, tf.int64, tf.int8, tf.uint8)
+
+
 def _on_gpu(x):
-    return isinstance(x, tf.Tensor) and hasattr(x, "numpy") and ":GPU:" in x.device.upper()
+    return (isinstance(x, tf.Tensor) and hasattr(x, "numpy") and x.dtype in IN_PLACE_DTYPES
+            and ":GPU:" in x.device.upper())
 
 
 def takes(x):
-    """True for an eager GPU tensor when the device library loads: it goes in place."""
+    """True for an eager GPU tensor of IN_PLACE_DTYPES when the device library loads: it goes
+    in place."""
     if not _on_gpu(x):
         return False
     if not _usable:
