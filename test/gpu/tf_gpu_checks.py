@@ -1,6 +1,6 @@
 """TensorFlow GPU tensors through the in-place path (dlpack_views) on a GPU: an allreduce eagerly
-and in tf.function, a grouped one and DistributedGradientTape's, each equal to its exact
-integer-valued result, with every input and output seen in GPU memory (none crossed to the
+and in tf.function, a grouped one, a broadcast and DistributedGradientTape's, each equal to its
+exact integer-valued result, with every input and output seen in GPU memory (none crossed to the
 host). Run by test/gpu/run.sh under the launcher where TensorFlow sees the GPU; figures and
 results to --out/tf_gpu.jsonl."""
 import argparse
@@ -53,6 +53,10 @@ def main():
     record(args.out, "tf.function", np.array_equal(got.numpy(), want), views=len(devices))
     g = hvd.grouped_allreduce([x, x * 2], op=hvd.Sum, name="tf.grouped")
     record(args.out, "grouped", np.array_equal(g[1].numpy(), want * 2), views=len(devices))
+
+    b = hvd.broadcast(x, root_rank=n - 1, name="tf.broadcast")
+    record(args.out, "broadcast", np.array_equal(b.numpy(), (np.arange(1 << 20) % 7 + n - 1)
+                                                 .astype(np.float32)), views=len(devices))
 
     def step():
         with tf.GradientTape() as tape:

@@ -83,3 +83,16 @@ def test_a_mismatch_still_fails_every_rank(taken):
     with pytest.raises(tf.errors.FailedPreconditionError, match="dl.mismatch"):
         hvd.allreduce(x, name="dl.mismatch")
     assert len(taken) == 2
+
+
+def test_broadcast_in_place_into_a_copy_of_its_own(mode, taken):
+    root = hvd.size() - 1
+    x = tf.fill([4, 3], float(hvd.rank() + 1))
+    got = execute(mode, lambda t: hvd.broadcast(t, root_rank=root, name="dl.bc"), x)
+    np.testing.assert_array_equal(got.numpy(), np.full([4, 3], float(root + 1)))
+    np.testing.assert_array_equal(x.numpy(), np.full([4, 3], float(hvd.rank() + 1)))
+    assert len(taken) == 1  # the copy's view
+    v = tf.Variable(tf.fill([3], float(hvd.rank())))
+    hvd.broadcast_variables([v], root_rank=root)
+    np.testing.assert_array_equal(v.numpy(), np.full([3], float(root)))
+    assert len(taken) == 2

@@ -1,12 +1,13 @@
-"""TensorFlow GPU tensors seen in place through DLPack, for the allreduces (eager and inside
-tf.function's py_function), so their bytes do not cross to host memory and back.
+"""TensorFlow GPU tensors seen in place through DLPack, for the allreduces and broadcasts (eager
+and inside tf.function's py_function), so their bytes do not cross to host memory and back.
 
 TensorFlow shows a tensor's memory (tf.experimental.dlpack.to_dlpack) but not the stream its
 producer wrote it on, and writes into a tensor it made are not its API: so
 - an input is the memory behind its DLPack capsule, read after hvds_device_synchronize (every
   stream of the GPU done);
-- an output is a fresh tensor made by TensorFlow's Empty op on the input's device (memory no
-  other tensor shares), written by the runtime through its capsule;
+- an output is a fresh tensor made by TensorFlow's Empty op (a broadcast's: its DeepCopy op of
+  the input) on the input's device, memory no other tensor shares, written by the runtime
+  through its capsule;
 - the result is returned once the GPU finished it (with completion at launch, after another
   synchronize), so TensorFlow's later reads on its own stream see it.
 Without the device library, GPU tensors keep the host path (TensorFlow copies them).
@@ -95,6 +96,12 @@ def empty_like(tensor):
     """A tensor of tensor's shape and dtype on its device, in memory of its own."""
     with tf.device(tensor.device):
         return tf.raw_ops.Empty(shape=tf.shape(tensor), dtype=tensor.dtype, init=False)
+
+
+def copy(tensor):
+    """A copy of tensor on its device in memory of its own (what a broadcast writes into)."""
+    with tf.device(tensor.device):
+        return tf.raw_ops.DeepCopy(x=tensor)
 
 
 def synchronize(devices):

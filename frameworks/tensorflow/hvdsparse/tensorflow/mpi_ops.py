@@ -268,7 +268,7 @@ def _raw_broadcast(tensor, root_rank, name, process_set):
 
     def body(arrays):
         return [_complete([_start_broadcast(arrays[0], full, ps_id, root)])[0]]
-    out = _run(body, [tensor], [tensor.dtype])[0]
+    out = _run(body, [tensor], [tensor.dtype], in_place=True)[0]
     out.set_shape(tensor.shape)
     return out
 
@@ -302,7 +302,7 @@ def _broadcast_group(tensors, root_rank, names, process_set):
 
     def body(arrays):
         return _complete([_start_broadcast(a, f, ps_id, root) for a, f in zip(arrays, fulls)])
-    outs = _run(body, tensors, [t.dtype for t in tensors])
+    outs = _run(body, tensors, [t.dtype for t in tensors], in_place=True)
     for o, t in zip(outs, tensors):
         o.set_shape(t.shape)
     return outs

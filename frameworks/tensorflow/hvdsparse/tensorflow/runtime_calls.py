@@ -232,8 +232,21 @@ def _start_sparse_allreduce(values, indices, dense_shape, full_name, ps_id, op, 
 
 
 def _start_broadcast(array, full_name, ps_id, root_index):
-    buf = np.array(_host(array), copy=True, order="C")
+    """array: a host array, or an eager GPU tensor that dlpack_views takes, broadcast in a copy
+    of its own on its GPU."""
     opts = _opts(full_name, ps_id, root_rank=root_index)
+    if dlpack_views.takes(array):
+        buf = dlpack_views.copy(array)
+        view = dlpack_views.View(buf, _TO_C[_check_dtype(buf.dtype)])
+        dlpack_views.synchronize({view.device})
+        v = view.c
+
+        def finish(hh):
+            dlpack_views.settle(hh, view.device)
+            return buf
+        h = _enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts))
+        return _Op(h, (buf, view, v, opts), finish)
+    buf = np.array(_host(array), copy=True, order="C")
     v = _view(buf)
     h = _enqueue(_lib.lib().hvds_broadcast_async, ctypes.byref(v), ctypes.byref(opts))
     return _Op(h, (buf, v, opts), lambda _h: buf)
