@@ -1,8 +1,8 @@
 """TensorFlow GPU tensors through the in-place path (dlpack_views) on a GPU: an allreduce eagerly
-and in tf.function, a grouped one, a broadcast and DistributedGradientTape's, each equal to its
-exact integer-valued result, with every input and output seen in GPU memory (none crossed to the
-host). Run by test/gpu/run.sh under the launcher where TensorFlow sees the GPU; figures and
-results to --out/tf_gpu.jsonl."""
+and in tf.function, a grouped one, a broadcast, an allgather, a reducescatter, an alltoall and
+DistributedGradientTape's, each right (exact integer-valued results), with every input and
+output seen in GPU memory (none crossed to the host). Run by test/gpu/run.sh under the launcher
+where TensorFlow sees the GPU; results to --out/tf_gpu.jsonl."""
 import argparse
 import json
 import os
@@ -57,6 +57,20 @@ def main():
     b = hvd.broadcast(x, root_rank=n - 1, name="tf.broadcast")
     record(args.out, "broadcast", np.array_equal(b.numpy(), (np.arange(1 << 20) % 7 + n - 1)
                                                  .astype(np.float32)), views=len(devices))
+
+    with tf.device("/GPU:0"):
+        rows = tf.fill([r + 1, 4], float(r))
+    ag = hvd.allgather(rows, name="tf.allgather")
+    ag_want = np.concatenate([np.full([q + 1, 4], float(q)) for q in range(n)])
+    record(args.out, "allgather", np.array_equal(ag.numpy(), ag_want) and "GPU" in ag.device,
+           views=len(devices))
+    rs = hvd.reducescatter(x, op=hvd.Sum, name="tf.reducescatter")
+    record(args.out, "reducescatter", np.array_equal(rs.numpy(), want[:rs.shape[0]])
+           if r == 0 else rs.shape[0] > 0, views=len(devices))
+    a2a, received = hvd.alltoall(x, splits=[x.shape[0] // n] * (n - 1)
+                                 + [x.shape[0] - (n - 1) * (x.shape[0] // n)], name="tf.alltoall")
+    record(args.out, "alltoall", int(np.sum(received.numpy())) == a2a.shape[0],
+           views=len(devices))
 
     def step():
         with tf.GradientTape() as tape:

@@ -96,3 +96,26 @@ def test_broadcast_in_place_into_a_copy_of_its_own(mode, taken):
     hvd.broadcast_variables([v], root_rank=root)
     np.testing.assert_array_equal(v.numpy(), np.full([3], float(root)))
     assert len(taken) == 2
+
+
+def test_outputs_the_runtime_sizes_are_made_on_the_inputs_device(mode, taken):
+    n, r = hvd.size(), hvd.rank()
+    rows = tf.fill([r + 1, 2], float(r))  # uneven first dimensions
+    got = execute(mode, lambda t: hvd.allgather(t, name="dl.ag"), rows)
+    want = np.concatenate([np.full([q + 1, 2], float(q)) for q in range(n)])
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert len(taken) == 2  # the input's view and the output the callback made
+    send = tf.range(n * 2, dtype=tf.float32) + 100 * r
+    out, received = execute(mode, lambda t: hvd.alltoall(t, splits=[2] * n, name="dl.a2a"),
+                            send)
+    want = np.concatenate([np.arange(2 * r, 2 * r + 2) + 100.0 * q for q in range(n)])
+    np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(received.numpy(), [2] * n)
+    x = tf.ones([2 * n, 3], tf.float64) * (r + 1)
+    rs = execute(mode, lambda t: hvd.reducescatter(t, op=hvd.Sum, name="dl.rs"), x)
+    np.testing.assert_array_equal(rs.numpy(), np.full([2, 3], n * (n + 1) / 2))
+    g = execute(mode, lambda a, b: hvd.grouped_reducescatter([a, b], op=hvd.Sum,
+                                                             name="dl.grs"), x, x * 2)
+    np.testing.assert_array_equal(g[1].numpy(), np.full([2, 3], n * (n + 1)))
+    assert len(taken) == 2 + 2 + 2 + 4
+    assert not dlpack_views._outputs  # every operation's allocator let go

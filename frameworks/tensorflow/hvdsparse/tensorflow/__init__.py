@@ -7,8 +7,8 @@
 
 Not compiled against TensorFlow: collectives copy tensors to host numpy buffers and call the C
 library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
-copied to the host, except in allreduces and broadcasts, which see them in place through
-DLPack when the device library loads (dlpack_views.py). TF1 graphs run by a
+copied to the host, except in the dense collectives, which see them in place through DLPack
+when the device library loads (dlpack_views.py). TF1 graphs run by a
 tf.compat.v1.Session work too (graph_mode.py):
 broadcast_global_variables is provided; the legacy DistributedOptimizer for tf.compat.v1
 optimizers and BroadcastGlobalVariablesHook are not. hvd.elastic: Horovod's elastic API

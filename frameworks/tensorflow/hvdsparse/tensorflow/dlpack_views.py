@@ -1,5 +1,5 @@
-"""TensorFlow GPU tensors seen in place through DLPack, for the allreduces and broadcasts (eager
-and inside tf.function's py_function), so their bytes do not cross to host memory and back.
+"""TensorFlow GPU tensors seen in place through DLPack, for the dense collectives (eager and
+inside tf.function's py_function), so their bytes do not cross to host memory and back.
 
 TensorFlow shows a tensor's memory (tf.experimental.dlpack.to_dlpack) but not the stream its
 producer wrote it on, and writes into a tensor it made are not its API: so
@@ -7,16 +7,18 @@ producer wrote it on, and writes into a tensor it made are not its API: so
   stream of the GPU done);
 - an output is a fresh tensor made by TensorFlow's Empty op (a broadcast's: its DeepCopy op of
   the input) on the input's device, memory no other tensor shares, written by the runtime
-  through its capsule;
+  through its capsule; outputs the runtime sizes (allgather, alltoall, reducescatter) are made
+  by its allocation callback (Outputs);
 - the result is returned once the GPU finished it (with completion at launch, after another
   synchronize), so TensorFlow's later reads on its own stream see it.
 Without the device library, GPU tensors keep the host path (TensorFlow copies them).
 `takes` decides; the tests set it to run these views over CPU tensors (control flow only)."""
 import ctypes
+import itertools
 
 import tensorflow as tf
 
-from hvdsparse.common import _lib, basics
+from hvdsparse.common import _lib, basics, handles
 
 _KDL_CPU, _KDL_CUDA = 1, 2
 
@@ -116,3 +118,52 @@ def settle(handle, device):
     waited for, as TensorFlow's stream cannot be made to wait."""
     if device >= 0 and _lib.lib().hvds_handle_gpu_work(handle) >= 0:
         synchronize({device})
+
+
+# ---- outputs the runtime sizes: made from its allocation callback, on its own thread ---------
+_outputs = {}  # key -> Outputs
+_keys = itertools.count(1)
+
+
+def _alloc_cb(ctx, c_dtype, ndim, shape, nbytes):
+    try:
+        outputs = _outputs.get(ctx)
+        if outputs is None:
+            return None
+        dims = [shape[i] for i in range(ndim)]
+        with tf.device(outputs.device):
+            t = tf.raw_ops.Empty(shape=tf.constant(dims, tf.int32), dtype=outputs.dtype,
+                                 init=False)
+        if nbytes == 0 or t.shape.num_elements() == 0:
+            return _lib.EMPTY
+        data = View(t, c_dtype).c.data
+        outputs.made[data] = t
+        return data
+    except Exception:  # a Python error must not cross into C: the operation fails instead
+        return None
+
+
+_ALLOC = _lib.ALLOC_FN(_alloc_cb)
+
+
+class Outputs:
+    """The outputs of one operation on the input's device and of its dtype: set as opts'
+    allocator; take(handle, i) gives output i as a TensorFlow tensor; close() when done."""
+
+    def __init__(self, opts, like):
+        self.device, self.dtype, self.made = like.device, like.dtype, {}
+        self.key = next(_keys)
+        _outputs[self.key] = self
+        opts.alloc = _ALLOC
+        opts.alloc_ctx = self.key
+
+    def take(self, handle, i):
+        t = handles.output(handle, i)
+        made = self.made.pop(t.data, None)
+        if made is not None:
+            return made
+        with tf.device(self.device):  # an empty result: the callback kept nothing
+            return tf.zeros([t.shape[d] for d in range(t.ndim)], self.dtype)
+
+    def close(self):
+        _outputs.pop(self.key, None)

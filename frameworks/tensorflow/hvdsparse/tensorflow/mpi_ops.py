@@ -213,7 +213,7 @@ def _raw_allgathers(tensors, names, process_set):
 
     def body(arrays):
         return _complete([_start_allgather(a, f, ps_id) for a, f in zip(arrays, fulls)])
-    outs = _run(body, tensors, [t.dtype for t in tensors])
+    outs = _run(body, tensors, [t.dtype for t in tensors], in_place=True)
     for o, t in zip(outs, tensors):
         if t.shape.rank is not None:
             o.set_shape([None] + t.shape.as_list()[1:])
@@ -338,7 +338,7 @@ def _raw_alltoall(tensor, splits, name, process_set):
         s = check_splits(s, arrays[0].shape[0], n, HorovodInvalidArgumentError)
         out, received = _complete([_start_alltoall(arrays[0], s, full, ps_id)])[0]
         return [out, received]
-    out, received = _run(body, inputs, [tensor.dtype, tf.int32])
+    out, received = _run(body, inputs, [tensor.dtype, tf.int32], in_place=True)
     if tensor.shape.rank is not None:
         out.set_shape([None] + tensor.shape.as_list()[1:])
     received.set_shape([n])
@@ -379,7 +379,7 @@ def _raw_reducescatter(tensors, name, op, prescale, postscale, process_set, kind
     def body(arrays):
         return _complete([_start_reducescatter(arrays, full, ps_id, op, prescale,
                                                postscale)])[0]
-    outs = _run(body, tensors, [t.dtype for t in tensors])
+    outs = _run(body, tensors, [t.dtype for t in tensors], in_place=True)
     for o, t in zip(outs, tensors):
         if t.shape.rank is not None:
             o.set_shape([None] + t.shape.as_list()[1:])

@@ -172,14 +172,52 @@ def _start_allreduce(arrays, full_name, ps_id, op, prescale, postscale, sparse_d
 
 
 def _start_allgather(array, full_name, ps_id):
-    a = _host(array)
+    a = array if dlpack_views.takes(array) else _host(array)
     if a.ndim == 0:
         raise ValueError("Allgather does not support scalar (rank-zero) tensors; reshape to "
                          "[1] first.")
     opts = _opts(full_name, ps_id)
+    if not isinstance(a, np.ndarray):
+        op = _start_sized_on_device([a], opts, _lib.lib().hvds_allgather_async, 1)
+        outs_of = op.finish
+        op.finish = lambda hh: outs_of(hh)[0]
+        return op
     v = _view(a)
     h = _enqueue(_lib.lib().hvds_allgather_async, ctypes.byref(v), ctypes.byref(opts))
     return _Op(h, (a, v, opts), lambda hh: _runtime_output(hh, 0))
+
+
+def _start_sized_on_device(tensors, opts, c_fn, n_out, with_splits=False):
+    """An allgather, alltoall or (grouped) reducescatter of eager GPU tensors in place: the
+    inputs through their DLPack views, the outputs made on their GPU by the allocation callback
+    (dlpack_views.Outputs). finish -> the n_out outputs (a list; alltoall: (output, splits))."""
+    c_dtype = _TO_C[_check_dtype(tensors[0].dtype)]
+    views = [dlpack_views.View(t, c_dtype) for t in tensors]
+    devices = {v.device for v in views}
+    dlpack_views.synchronize(devices)
+    outputs = dlpack_views.Outputs(opts, tensors[0])
+    n = len(views)
+    vin = (_lib.Tensor * n)(*[v.c for v in views])
+    try:
+        if n == 1:
+            h = _enqueue(c_fn, ctypes.byref(vin[0]), ctypes.byref(opts))
+        else:
+            h = _enqueue(c_fn, n, vin, ctypes.byref(opts))
+    except BaseException:
+        outputs.close()
+        raise
+
+    def finish(hh):
+        try:
+            for d in devices:
+                dlpack_views.settle(hh, d)
+            outs = [outputs.take(hh, i) for i in range(n_out)]
+        finally:
+            outputs.close()
+        if with_splits:
+            return outs[0], np.array(handles.received_splits(hh), dtype=np.int32)
+        return outs
+    return _Op(h, (tensors, views, vin, opts), finish)
 
 
 def _copy_out(ptr, count, np_dtype):
@@ -253,11 +291,15 @@ def _start_broadcast(array, full_name, ps_id, root_index):
 
 
 def _start_alltoall(array, splits, full_name, ps_id):
-    a = _host(array)
+    a = array if dlpack_views.takes(array) else _host(array)
     opts = _opts(full_name, ps_id)
     keep = [a, opts]
     if splits is not None:
         keep.append(_lib.set_splits(opts, splits))
+    if not isinstance(a, np.ndarray):
+        op = _start_sized_on_device([a], opts, _lib.lib().hvds_alltoall_async, 1, True)
+        op.keep = (op.keep, keep)
+        return op
     v = _view(a)
     keep.append(v)
     h = _enqueue(_lib.lib().hvds_alltoall_async, ctypes.byref(v), ctypes.byref(opts))
@@ -268,13 +310,18 @@ def _start_alltoall(array, splits, full_name, ps_id):
 
 
 def _start_reducescatter(arrays, full_name, ps_id, op, prescale, postscale):
-    arrays = [_host(a) for a in arrays]
+    on_device = arrays and all(dlpack_views.takes(a) for a in arrays) and \
+        len({(a.dtype, a.device) for a in arrays}) == 1
+    arrays = arrays if on_device else [_host(a) for a in arrays]
     for a in arrays:
         if a.ndim == 0:
             raise ValueError("Reducescatter does not support scalar (rank-zero) tensors.")
     opts = _opts(full_name, ps_id, op, prescale, postscale)
     lib = _lib.lib()
     n = len(arrays)
+    if on_device:
+        return _start_sized_on_device(arrays, opts, lib.hvds_reducescatter_async if n == 1
+                                      else lib.hvds_grouped_reducescatter_async, n)
     if n == 1:
         vin = _view(arrays[0])
         h = _enqueue(lib.hvds_reducescatter_async, ctypes.byref(vin), ctypes.byref(opts))
