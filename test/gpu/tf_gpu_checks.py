@@ -1,8 +1,8 @@
 """TensorFlow GPU tensors through the in-place path (dlpack_views) on a GPU: an allreduce eagerly
-and in tf.function, a grouped one, a broadcast, an allgather, a reducescatter, an alltoall and
-DistributedGradientTape's, each right (exact integer-valued results), with every input and
-output seen in GPU memory (none crossed to the host). Run by test/gpu/run.sh under the launcher
-where TensorFlow sees the GPU; results to --out/tf_gpu.jsonl."""
+and in tf.function, a grouped one, a broadcast, an allgather, a reducescatter, an alltoall,
+tf.IndexedSlices and DistributedGradientTape's, each right (exact integer-valued results), with
+every input and output seen in GPU memory (none crossed to the host). Run by test/gpu/run.sh
+under the launcher where TensorFlow sees the GPU; results to --out/tf_gpu.jsonl."""
 import argparse
 import json
 import os
@@ -71,6 +71,17 @@ def main():
                                  + [x.shape[0] - (n - 1) * (x.shape[0] // n)], name="tf.alltoall")
     record(args.out, "alltoall", int(np.sum(received.numpy())) == a2a.shape[0],
            views=len(devices))
+
+    with tf.device("/GPU:0"):
+        sl = tf.IndexedSlices(tf.ones([3, 4]) * (r + 1), tf.constant([0, 2, 2], tf.int64),
+                              dense_shape=tf.constant([5, 4], tf.int64))
+    red = hvd.allreduce(sl, op=hvd.Sum, name="tf.slices")
+    dense = tf.math.unsorted_segment_sum(red.values, red.indices, 5).numpy()
+    total = sum(q + 1 for q in range(n))
+    want_s = np.zeros([5, 4], np.float32)
+    want_s[0], want_s[2] = total, 2 * total
+    record(args.out, "indexed_slices", np.array_equal(dense, want_s), views=len(devices),
+           rows=int(red.indices.shape[0]))
 
     def step():
         with tf.GradientTape() as tape:

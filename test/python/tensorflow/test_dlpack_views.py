@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import hvdsparse.tensorflow as hvd
 from conftest import execute, rank_values
-from hvdsparse.common import _lib
+from hvdsparse.common import _lib, basics
 from hvdsparse.tensorflow import dlpack_views
 
 
@@ -119,3 +119,52 @@ def test_outputs_the_runtime_sizes_are_made_on_the_inputs_device(mode, taken):
     np.testing.assert_array_equal(g[1].numpy(), np.full([2, 3], n * (n + 1)))
     assert len(taken) == 2 + 2 + 2 + 4
     assert not dlpack_views._outputs  # every operation's allocator let go
+
+
+@pytest.fixture
+def routed(monkeypatch, taken):
+    """The NCCL route as the binding sees it (GPU tensors' collectives by NCCL)."""
+    monkeypatch.setattr(basics, "gpu_operations_routed", lambda: True)
+    return taken
+
+
+def _slices(r):
+    """Rank r's rows of a [10, 2] tensor: repeats inside and across ranks."""
+    idx = tf.constant([r % 10, 3, 3, 9 - r], tf.int64)
+    return tf.IndexedSlices(tf.reshape(tf.range(8, dtype=tf.float32) + 10 * r, [4, 2]), idx,
+                            dense_shape=tf.constant([10, 2], tf.int64))
+
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+def test_indexed_slices_gathered_on_the_gpu_as_horovod_returns_them(mode, routed, op):
+    n, r = hvd.size(), hvd.rank()
+    got = execute(mode, lambda v, i: hvd.allreduce(
+        tf.IndexedSlices(v, i, dense_shape=tf.constant([10, 2], tf.int64)), op=op,
+        name="dl.slices.%d" % op), _slices(r).values, _slices(r).indices)
+    assert got.indices.shape[0] == 4 * n  # every rank's rows, in rank order
+    np.testing.assert_array_equal(got.indices.numpy(),
+                                  np.concatenate([_slices(q).indices.numpy() for q in range(n)]))
+    want = sum(tf.math.unsorted_segment_sum(_slices(q).values, _slices(q).indices, 10).numpy()
+               for q in range(n)) / (n if op == hvd.Average else 1)
+    dense = tf.math.unsorted_segment_sum(got.values, got.indices, 10).numpy()
+    np.testing.assert_allclose(dense, want, rtol=1e-6)
+    every = hvd.allgather(tf.reshape(got.values, [1, -1]), name="dl.slices.same.%d" % op)
+    assert bool(tf.reduce_all(every == every[0]))
+    assert len(routed) >= 2  # the values' and the indices' views at least
+
+
+def test_indexed_slices_out_of_range_fail_every_rank(routed):
+    r = hvd.rank()
+    idx = tf.constant([1, 12 if r == hvd.size() - 1 else 2], tf.int64)
+    s = tf.IndexedSlices(tf.ones([2, 2]), idx, dense_shape=tf.constant([10, 2], tf.int64))
+    with pytest.raises(ValueError, match="'sparse_allreduce.dl.slices.bad': a rank sent an "
+                                         "index outside the tensor's 10 rows"):
+        hvd.allreduce(s, op=hvd.Sum, name="dl.slices.bad")
+
+
+def test_indexed_slices_beside_the_runtimes_path_fail_every_rank(routed, monkeypatch):
+    if hvd.rank() == 0:  # this rank takes the runtime's sparse path
+        monkeypatch.setattr(basics, "gpu_operations_routed", lambda: False)
+    with pytest.raises(tf.errors.FailedPreconditionError,
+                       match="SPARSE_ALLREDUCE.*ALLGATHER|ALLGATHER.*SPARSE_ALLREDUCE"):
+        hvd.allreduce(_slices(hvd.rank()), op=hvd.Sum, name="dl.slices.mixed")

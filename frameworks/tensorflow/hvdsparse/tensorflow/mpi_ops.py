@@ -40,6 +40,7 @@ from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # no
 from hvdsparse.common.splits import check_splits
 
 
+from hvdsparse.tensorflow import device_slices
 from hvdsparse.tensorflow.runtime_calls import (  # noqa: F401
     HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,
     HorovodUnknownError, TFErrorClasses, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _c_dtype,
@@ -112,13 +113,30 @@ def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, 
         inputs += [v, s.indices, tf.cast(s.dense_shape, tf.int64)]
         tout += [v.dtype, s.indices.dtype]
 
+    size = process_set.size()
+
     def body(arrays):
-        ops = [_start_sparse_allreduce(arrays[3 * k], arrays[3 * k + 1], arrays[3 * k + 2],
-                                       full, ps_id, op, algorithm, prescale, postscale,
-                                       quant_bits)
-               for k, full in enumerate(fulls)]
-        return [a for vals, idx, _alg in _complete(ops) for a in (vals, idx)]
-    outs = _run(body, inputs, tout)
+        ops, gathered = [], []  # gathered[k]: slice k's rows are gathered on its GPU
+        for k, full in enumerate(fulls):
+            vals, idx, shape = arrays[3 * k:3 * k + 3]
+            gathered.append(device_slices.runs_here(vals, algorithm, quant_bits))
+            if gathered[-1]:
+                ops.append(device_slices.start(vals, idx, full, ps_id, _start_allgather))
+            else:
+                ops.append(_start_sparse_allreduce(vals, idx, shape, full, ps_id, op, algorithm,
+                                                   prescale, postscale, quant_bits))
+        results, out = iter(_complete(ops)), []
+        for k, on_gpu in enumerate(gathered):
+            if on_gpu:
+                rows = int(_host(arrays[3 * k + 2]).reshape(-1)[0])
+                out += device_slices.finish(next(results), arrays[3 * k], rows,
+                                            arrays[3 * k + 1].dtype, fulls[k], op, prescale,
+                                            postscale, size, HorovodInvalidArgumentError)
+            else:
+                vals, idx, _alg = next(results)
+                out += [vals, idx]
+        return out
+    outs = _run(body, inputs, tout, in_place=True)
     result = []
     for k, s in enumerate(slices):
         vals, idx = outs[2 * k], outs[2 * k + 1]
