@@ -15,7 +15,10 @@
 #      the checks again at np 1 on the NCCL route (HVDSPARSE_GPU_OPERATIONS=nccl) with its
 #      figures against torch.distributed's NCCL; then the route with handles completing at
 #      launch (HOROVOD_ENABLE_ASYNC_COMPLETION=1: results ordered on the consumer's stream)
-# Figures go to $HVDS_GPU_OUT (default BUILD/gpu-figures): torch_gpu.jsonl and the logs.
+#   7. tf_gpu_checks.py      TensorFlow GPU tensors in place through DLPack (staged and routed),
+#      where this Python has a TensorFlow that sees the GPU
+# Figures go to $HVDS_GPU_OUT (default BUILD/gpu-figures): torch_gpu.jsonl, tf_gpu.jsonl and the
+# logs.
 # Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
 # meant to stay under 8 minutes on one GPU with a few cores.
 # HVDS_GPU_TEST_BIN=DIR runs the four programs already built into DIR (on a machine with the build's
