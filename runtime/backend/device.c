@@ -30,6 +30,7 @@ typedef struct {
   int status;     /* the completion's */
   char text[768]; /* its failure */
   char name[128]; /* the first tensor's, for a failure after the entries completed */
+  char failure[320]; /* what broken points to when it is this rank's own (an output) */
   int32_t n;
   hvds_entry_t* entries[];
 } launched_t;
@@ -177,6 +178,15 @@ static launched_t* prepare(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, c
   return op;
 }
 
+/* A caller's allocator that gave no output: this rank still takes part (in the library's
+ * scratch) so the others get their results, and its entry fails naming itself. */
+static void output_failed(launched_t* op, const hvds_entry_t* e, size_t bytes) {
+  snprintf(op->failure, sizeof(op->failure),
+           "%s '%s' on rank %d: the output allocator returned NULL for %zu bytes on GPU %d",
+           op->what, e->name, op->rt->rank, bytes, (int)e->input.device);
+  op->broken = op->failure;
+}
+
 /* Completion at launch: each entry's handle gets an event of the work launched so far. */
 static void complete_at_launch(hvds_pset_t* s, hvds_exec_t* x, const launched_t* op) {
   for (int32_t i = 0; i < x->n; i++) {
@@ -278,7 +288,7 @@ static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   }
   hvds__out_shape(r, rows, shape);
   void* out = hvds__entry_alloc_output(o.e, r->nextra, shape, (size_t)rows * row);
-  if (out == NULL) o.op->broken = "allgather: the output allocator returned NULL";
+  if (out == NULL) output_failed(o.op, o.e, (size_t)rows * row);
   hvds__tl_activity(s->rt, r, "NCCL_ALLGATHER");
   int rc = o.api->allgather(o.comm, o.e->input.data, out, bytes, o.ready, o.nready, completed, o.op,
                             o.why, sizeof(o.why));
@@ -296,7 +306,7 @@ static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   int32_t ndim = hvds__reducescatter_split(r, s->n, s->my_rank, counts, shape);
   size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
   void* out = hvds__entry_alloc_output(o.e, ndim, shape, counts[s->my_rank] * esz);
-  if (out == NULL) o.op->broken = "reducescatter: the output allocator returned NULL";
+  if (out == NULL) output_failed(o.op, o.e, counts[s->my_rank] * esz);
   hvds__tl_activity(s->rt, r, "NCCL_REDUCESCATTER");
   int rc = o.api->reducescatter(o.comm, o.e->input.data, out, counts, r->dtype, r->reduce_op,
                                 r->prescale, r->postscale, o.ready, o.nready, completed, o.op,
@@ -328,7 +338,7 @@ static hvds_result_t run_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
     return exchanged;  // the control plane failed: x's entries fail with its message
   }
   void* out = hvds__entry_alloc_output(o.e, r->nextra, p.shape, p.received);
-  if (out == NULL) o.op->broken = "alltoall: the output allocator returned NULL";
+  if (out == NULL) output_failed(o.op, o.e, p.received);
   hvds__alltoall_keep_splits(s->rt, o.e, p.recv_splits, s->n);
   hvds__tl_activity(s->rt, r, "NCCL_ALLTOALL");
   int rc = o.api->alltoall(o.comm, o.e->input.data, p.send_bytes, out, p.recv_bytes, o.ready,

@@ -267,6 +267,67 @@ TEST(DeviceRoute, BroadcastAndAlltoallRunOnTheRoute) {
   EXPECT_EQ(Fake::Get().route_stats().calls - before.calls, 6) << "2 launches on each rank";
 }
 
+// A GPU allocation that fails on one rank (the caller's allocator returns NULL for a routed
+// allgather, reducescatter and alltoall): that rank still takes part in the library's scratch,
+// so the others get their results, and its own operations fail with the reason; the route
+// works on after it.
+TEST(DeviceRoute, AFailedOutputAllocationFailsThatRanksOperationOnly) {
+  KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    GpuAllocator gpu{rank, {}};
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    if (rank == 1) {
+      o.alloc = [](void*, hvds_dtype_t, int32_t, const int64_t*, size_t) -> void* {
+        return nullptr;
+      };
+    } else {
+      gpu.Use(o);
+    }
+    DeviceTensor t({1.0f + rank, 2.0f + rank, 3.0f + rank, 4.0f + rank}, rank, {4, 1});
+    hvds_handle_t hg = Enqueue(rt, HVDS_MSG_ALLGATHER, "gather", t.View(), nullptr, o);
+    hvds_handle_t hr = Enqueue(rt, HVDS_MSG_REDUCESCATTER, "rscatter", t.View(), nullptr, o);
+    hvds_handle_t ha = Enqueue(rt, HVDS_MSG_ALLTOALL, "exchange", t.View(), nullptr, o);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] {
+      return Peek(rt, hg).status != HVDS_IN_PROGRESS && Peek(rt, hr).status != HVDS_IN_PROGRESS &&
+             Peek(rt, ha).status != HVDS_IN_PROGRESS;
+    });
+    const char* what[3] = {"allgather", "reducescatter", "alltoall"};
+    const char* names[3] = {"gather", "rscatter", "exchange"};
+    const char* bytes[3] = {"32", "8", "16"};
+    hvds_handle_t hs[3] = {hg, hr, ha};
+    for (int i = 0; i < 3; i++) {
+      if (rank == 1) {
+        EXPECT_NE(Peek(rt, hs[i]).status, HVDS_SUCCESS) << what[i];
+        EXPECT_NE(Peek(rt, hs[i]).message.find(std::string(what[i]) + " '" + names[i] +
+                                               "' on rank 1: the output allocator returned NULL "
+                                               "for " +
+                                               bytes[i] + " bytes on GPU 1"),
+                  std::string::npos)
+            << Peek(rt, hs[i]).message;
+      } else {
+        EXPECT_EQ(Peek(rt, hs[i]).status, HVDS_SUCCESS)
+            << what[i] << ": " << Peek(rt, hs[i]).message;
+      }
+    }
+    if (rank == 0) {
+      EXPECT_EQ(DeviceTensor::ReadAt(Output(rt, hg).data, 8),
+                (std::vector<float>{1, 2, 3, 4, 2, 3, 4, 5}));
+      EXPECT_EQ(DeviceTensor::ReadAt(Output(rt, hr).data, 2), (std::vector<float>{3, 5}));
+      EXPECT_EQ(DeviceTensor::ReadAt(Output(rt, ha).data, 4), (std::vector<float>{1, 2, 2, 3}));
+    }
+    for (hvds_handle_t h : hs) hvds__release(rt, h);
+    ranks.Sync();
+    DeviceTensor after({1.0f, 1.0f}, rank);  // the route still works
+    hvds_handle_t h = Enqueue(rt, HVDS_MSG_ALLREDUCE, "after", after.View(), nullptr);
+    ranks.Sync();
+    Finish(ranks, rt, h, "after");
+    EXPECT_EQ(after.Read(), (std::vector<float>{2, 2}));
+    hvds__release(rt, h);
+  });
+}
+
 // Adasum has no NCCL reduction: staged under nccl, and right.
 TEST(DeviceRoute, AdasumIsStaged) {
   KnobOverride nccl(HVDS_PARAM_GPU_OPERATIONS, "nccl");
