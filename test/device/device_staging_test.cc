@@ -199,6 +199,48 @@ TEST(DeviceStaging, AGatheringOperationWithoutAnAllocatorIsRefused) {
                                        "(options alloc) for its output on the GPU")));
 }
 
+// Staged gathering operations whose caller's allocator gives no GPU memory on rank 1: the
+// collective ran on host memory for every rank, so rank 0 gets its results and rank 1's
+// operations fail naming the tensor, the rank and the size.
+TEST(DeviceStaging, AFailedGpuAllocationFailsThatRanksOperationOnly) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    GpuAllocator gpu{rank, {}};
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    if (rank == 1)
+      o.alloc = [](void*, hvds_dtype_t, int32_t, const int64_t*, size_t) -> void* {
+        return nullptr;
+      };
+    else
+      gpu.Use(o);
+    DeviceTensor t({1.0f + rank, 2.0f + rank, 3.0f + rank, 4.0f + rank}, rank, {4, 1});
+    hvds_handle_t hg = Enqueue(rt, HVDS_MSG_ALLGATHER, "gather", t.View(), nullptr, o);
+    hvds_handle_t ha = Enqueue(rt, HVDS_MSG_ALLTOALL, "exchange", t.View(), nullptr, o);
+    ranks.Sync();
+    ranks.CycleUntil(rt, [&] {
+      return Peek(rt, hg).status != HVDS_IN_PROGRESS && Peek(rt, ha).status != HVDS_IN_PROGRESS;
+    });
+    if (rank == 1) {
+      EXPECT_NE(Peek(rt, hg).message.find("'gather' on rank 1: the allocator gave no GPU memory "
+                                          "for the 32-byte result"),
+                std::string::npos)
+          << Peek(rt, hg).message;
+      EXPECT_NE(Peek(rt, ha).message.find("'exchange' on rank 1: the allocator gave no GPU "
+                                          "memory for the 16-byte result"),
+                std::string::npos)
+          << Peek(rt, ha).message;
+    } else {
+      ASSERT_EQ(Peek(rt, hg).status, HVDS_SUCCESS) << Peek(rt, hg).message;
+      ASSERT_EQ(Peek(rt, ha).status, HVDS_SUCCESS) << Peek(rt, ha).message;
+      EXPECT_EQ(DeviceTensor::ReadAt(Output(rt, hg).data, 8),
+                (std::vector<float>{1, 2, 3, 4, 2, 3, 4, 5}));
+      EXPECT_EQ(DeviceTensor::ReadAt(Output(rt, ha).data, 4), (std::vector<float>{1, 2, 2, 3}));
+    }
+    hvds__release(rt, hg);
+    hvds__release(rt, ha);
+  });
+}
+
 TEST(DeviceStaging, AnUnknownGpuOperationsValueIsRefused) {
   KnobOverride knob(HVDS_PARAM_GPU_OPERATIONS, "mpi");
   EXPECT_EQ(Refusal(HVDS_MSG_ALLREDUCE, "Allreduce", "w"),
