@@ -23,7 +23,7 @@ import torch
 
 from hvdsparse.common import _lib
 from hvdsparse.common.ops import Average, Sum
-from hvdsparse.torch import mpi_ops
+from hvdsparse.torch.dense_enqueue import _allreduce_async, _gather_like
 from hvdsparse.torch.handles import _output, _register
 
 ALGORITHMS = ("dense", "allgather")  # what runs on the GPU for top-k; `auto` chooses
@@ -60,8 +60,8 @@ def gather_pairs_async(idx, vals, name, process_set):
     rows = torch.cat([idx.contiguous().view(torch.uint8).view(k, idx.element_size()),
                       vals.contiguous().view(torch.uint8).view(k, width * vals.element_size())],
                      1)
-    h, key, keep = mpi_ops._gather_like("sparse_allreduce", _lib.lib().hvds_allgather_async,
-                                        rows, name, process_set)
+    h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_allgather_async, rows, name,
+                                process_set)
     return h, key, keep + [rows]
 
 
@@ -78,7 +78,7 @@ def topk_into_async(values, indices, out, name, op, prescale, postscale, process
                     algorithm=None):
     """Starts the sparse allreduce of (values, flat indices), k pairs on every rank, with the
     dense result written into out (contiguous, on the device of values); returns a handle for
-    mpi_ops.synchronize(), which returns out."""
+    hvd.synchronize(), which returns out."""
     n = out.numel()
     size = process_set.size()
     idx = indices.to(device=out.device, dtype=torch.int32 if n <= INT32_MAX else torch.int64)
@@ -90,7 +90,7 @@ def topk_into_async(values, indices, out, name, op, prescale, postscale, process
         flat = out.view(-1)
         flat.zero_()
         flat.index_add_(0, idx, vals)
-        return mpi_ops._allreduce_async(out, out, name, op, prescale, postscale, process_set)
+        return _allreduce_async(out, out, name, op, prescale, postscale, process_set)
     k = idx.numel()
     h, key, keep = gather_pairs_async(idx, vals, name, process_set)
 
