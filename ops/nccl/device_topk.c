@@ -14,6 +14,7 @@ enum { kCountBytes = 256 }; /* the device count, kept apart so the workspace sta
 int hvds__device_topk_feedback(int device, int64_t stream, void* acc, const void* grad, int dtype,
                                size_t n, size_t k, void* indices, int index_dtype, void* values,
                                char* why, size_t why_len) {
+  if (n == 0) return 0;  // nothing to accumulate or select
   if (k > n) k = n;
   size_t ws_bytes = hvds__cuda_topk_workspace(n);
   size_t index_size = index_dtype == HVDS_INT64 ? 8 : 4;
