@@ -184,7 +184,7 @@ static void device_line(void) {
   printf(
       "    [X] device library: %s (NCCL %d.%d.%d, CUDA runtime %d.%d, %d GPU%s%s%s); GPU "
       "tensors are staged through page-locked host memory (HVDSPARSE_GPU_OPERATIONS=host, the "
-      "default), or their allreduces run by NCCL (=nccl)\n",
+      "default), or their collectives run by NCCL on the GPU (=nccl)\n",
       path, v / 10000, v / 100 % 100, v % 100, c / 1000, c % 1000 / 10, n, n == 1 ? "" : "s",
       gpus[0] ? ": " : "", gpus);
 }

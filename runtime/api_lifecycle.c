@@ -22,6 +22,7 @@
 #include "p2p.h"
 #include "param.h"
 #include "process_set.h"
+#include "result_text.h"
 #include "state.h"
 #include "store.h"
 #include "store_keys.h"
@@ -50,16 +51,7 @@ hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...) {
 
 const char* hvds_last_error(void) { return last_error; }
 
-const char* hvds_result_str(hvds_result_t r) {
-  switch (r) {
-#define HVDS_RESULT_CASE(name, value, text) \
-  case name:                                \
-    return text;
-    HVDS_RESULT_LIST(HVDS_RESULT_CASE)
-#undef HVDS_RESULT_CASE
-  }
-  return "unknown result";
-}
+const char* hvds_result_str(hvds_result_t r) { return hvds__result_text(r); }
 
 /* Polling beats sleeping only while no rank of this machine waits for a core (tcp_polling.h). */
 static void set_transport_polling(hvds_runtime_t* rt) {

@@ -5,6 +5,7 @@
 
 #include "device_route.h"
 #include "device_route_internal.h"
+#include "dtype.h"
 
 typedef struct {
   const void* input;
@@ -48,7 +49,7 @@ static hvds_result_t launch_reducescatter(route_comm_t* c, void* args, const hvd
                                           char* why, size_t why_len) {
   const reducescatter_args_t* a = args;
   int n = hvds__nccl_comm_size(c->comm), me = hvds__nccl_comm_rank(c->comm);
-  size_t esz = hvds_dtype_size(a->dtype), total = 0, mine_off = 0;
+  size_t esz = hvds__dtype_bytes(a->dtype), total = 0, mine_off = 0;
   for (int r = 0; r < n; r++) {
     if (r < me) mine_off += a->counts[r];
     total += a->counts[r];

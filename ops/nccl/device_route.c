@@ -11,7 +11,9 @@
 #include "current_device.h"
 #include "device_events.h"
 #include "device_route_internal.h"
+#include "dtype.h"
 #include "nccl_backend.h"
+#include "result_text.h"
 
 enum { kMaxDevices = 64 };
 
@@ -36,7 +38,7 @@ void* hvds__route_context(int device, int timeout_ms, char* why, size_t why_len)
       hvds__route_say(why, why_len,
                       "creating the GPU's stream and completion "
                       "thread failed: %s",
-                      hvds_result_str(rc));
+                      hvds__result_text(rc));
     else
       pthread_mutex_init(&d->mu, NULL);
   }
@@ -71,7 +73,7 @@ void* hvds__route_comm_create(void* context, int rank, int size, hvds_device_bca
   if (rc != HVDS_SUCCESS) {
     hvds__route_say(why, why_len,
                     "creating the NCCL communicator failed: %s (the log has NCCL's reason)",
-                    hvds_result_str(rc));
+                    hvds__result_text(rc));
     free(c);
     return NULL;
   }
@@ -161,7 +163,7 @@ static hvds_result_t launch_allreduce(route_comm_t* c, void* args, const hvds_nc
   size_t total = 0, L = c->cross != NULL ? (size_t)hvds__nccl_comm_size(c->comm) : 1;
   for (int i = 0; i < a->n; i++) total += a->counts[i];
   total = (total + L - 1) / L * L;  // the hierarchical allreduce's blocks, padded
-  void* fusion = hvds__route_fusion(c->device, total * hvds_dtype_size(a->dtype), why, why_len);
+  void* fusion = hvds__route_fusion(c->device, total * hvds__dtype_bytes(a->dtype), why, why_len);
   hvds_cuda_buf_t stack_in[64], stack_out[64];
   hvds_cuda_buf_t* in = a->n <= 64 ? stack_in : malloc((size_t)a->n * sizeof(*in));
   hvds_cuda_buf_t* out = a->n <= 64 ? stack_out : malloc((size_t)a->n * sizeof(*out));
@@ -205,7 +207,7 @@ int hvds__route_submit(route_comm_t* c, void* const* ready, int nready, hvds_dev
   free(completion);  // nothing was enqueued: done will not be called
   const char* err = hvds__nccl_comm_error(c->comm);
   if (why != NULL && why_len > 0 && why[0] == '\0')
-    hvds__route_say(why, why_len, "%s", err[0] ? err : hvds_result_str(rc));
+    hvds__route_say(why, why_len, "%s", err[0] ? err : hvds__result_text(rc));
   return -1;
 }
 
