@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "current_device.h"
+#include "dtype.h"
 #include "hvds_cuda.h"
 
 enum { kCountBytes = 256 }; /* the device count, kept apart so the workspace stays aligned */
@@ -17,8 +18,8 @@ int hvds__device_topk_feedback(int device, int64_t stream, void* acc, const void
   if (n == 0) return 0;  // nothing to accumulate or select
   if (k > n) k = n;
   size_t ws_bytes = hvds__cuda_topk_workspace(n);
-  size_t index_size = index_dtype == HVDS_INT64 ? 8 : 4;
-  size_t value_size = dtype == HVDS_FLOAT64 ? 8 : 4;
+  size_t index_size = hvds__dtype_bytes((hvds_dtype_t)index_dtype);
+  size_t value_size = hvds__dtype_bytes((hvds_dtype_t)dtype);
   cudaStream_t s = (cudaStream_t)(intptr_t)stream;
   int previous = hvds__current_device();
   char* ws = NULL;

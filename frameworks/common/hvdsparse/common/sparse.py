@@ -2,6 +2,7 @@
 hvds_sparse_tensor_t for a pair of index and value buffers, and reading a finished handle's
 sparse result. Framework-neutral: buffers are addresses and element counts."""
 import ctypes
+import os
 
 from hvdsparse.common import _lib, basics
 
@@ -12,6 +13,13 @@ def wire_index_dtype(dim):
     """HVDS_INT32 when every valid index in [0, dim) and the first invalid one (dim) fit in an
     int32, else HVDS_INT64. Depends only on the dense shape, so every rank picks the same."""
     return _lib.INT32 if dim <= INT32_LIMIT else _lib.INT64
+
+
+def requested_algorithm(algorithm):
+    """The sparse algorithm a call asks for: its own, else the SPARSE_ALGORITHM knob as the
+    runtime reads it (HVDSPARSE_, then HOROVOD_), else auto."""
+    return (algorithm or os.environ.get("HVDSPARSE_SPARSE_ALGORITHM")
+            or os.environ.get("HOROVOD_SPARSE_ALGORITHM") or "auto")
 
 
 def index_bytes(index_dtype):

@@ -17,29 +17,22 @@ alone.
 The SparCML and ZEN algorithms need the runtime's sparse path: asking for one of them (or for
 quantized values) on a CUDA tensor stages it through host memory, as does the host-staged mode.
 The functions take tensors of any device: the tests run them on the CPU."""
-import os
-
 import torch
 
 from hvdsparse.common import _lib
 from hvdsparse.common.ops import Average, Sum
+from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
 from hvdsparse.torch.dense_enqueue import _allreduce_async, _gather_like
 from hvdsparse.torch.handles import _output, _register
 
 ALGORITHMS = ("dense", "allgather")  # what runs on the GPU for top-k; `auto` chooses
-INT32_MAX = (1 << 31) - 1
-
-
-def requested(algorithm):
-    """The algorithm a call asks for: its own, else HVDSPARSE_SPARSE_ALGORITHM's, else auto."""
-    return algorithm or os.environ.get("HVDSPARSE_SPARSE_ALGORITHM") or "auto"
 
 
 def runs_here(algorithm, op, quant_bits, algorithms=ALGORITHMS):
     """True when these algorithms serve the call: auto or one of algorithms, Sum or Average, no
     quantized values."""
-    return (requested(algorithm) in ("auto",) + tuple(algorithms) and op in (Sum, Average)
-            and not quant_bits)
+    return (requested_algorithm(algorithm) in ("auto",) + tuple(algorithms)
+            and op in (Sum, Average) and not quant_bits)
 
 
 def choose(n, k, size, index_bytes, value_bytes):
@@ -81,9 +74,10 @@ def topk_into_async(values, indices, out, name, op, prescale, postscale, process
     hvd.synchronize(), which returns out."""
     n = out.numel()
     size = process_set.size()
-    idx = indices.to(device=out.device, dtype=torch.int32 if n <= INT32_MAX else torch.int64)
+    wire = torch.int32 if wire_index_dtype(n) == _lib.INT32 else torch.int64
+    idx = indices.to(device=out.device, dtype=wire)
     vals = values.to(device=out.device, dtype=out.dtype)
-    algorithm = requested(algorithm)
+    algorithm = requested_algorithm(algorithm)
     if algorithm == "auto":
         algorithm = choose(n, idx.numel(), size, idx.element_size(), vals.element_size())
     if algorithm == "dense":

@@ -153,10 +153,10 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     call needs the runtime's sparse path (a SparCML or ZEN algorithm, quantized values)."""
     require_init()
     _check_device(out)
+    if algorithm is not None:
+        _lib.check_sparse_algorithm(algorithm)
     if (out.is_cuda and basics.gpu_operations_routed()
             and device_sparse.runs_here(algorithm, op, quant_bits)):
-        if algorithm is not None:
-            _lib.check_sparse_algorithm(algorithm)
         return device_sparse.topk_into_async(values, indices, out, name, op, prescale,
                                              postscale, process_set, algorithm)
     gpu_out = out if out.is_cuda else None
@@ -165,8 +165,6 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
         values, indices = values.cpu(), indices.cpu()
         sent = values != 0  # the GPU selection's padding (index 0, value 0) repeats an index
         values, indices = values[sent], indices[sent]
-    if algorithm is not None:
-        _lib.check_sparse_algorithm(algorithm)
     n = out.numel()
     wire = csparse.wire_index_dtype(n)
     idx = indices.to(torch.int32 if wire == _lib.INT32 else torch.int64).contiguous()

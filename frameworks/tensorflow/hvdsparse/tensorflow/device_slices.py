@@ -8,22 +8,20 @@ and postscale, so every rank holds the same bits. An index outside the dense sha
 rank (they all see the same gathered indices). The allgather carries the sparse
 allreduce's own name, so a rank that took the runtime's path for the same name fails
 negotiation instead of waiting."""
-import os
-
 import tensorflow as tf
 
 from hvdsparse.common import basics
 from hvdsparse.common.ops import Average
+from hvdsparse.common.sparse import requested_algorithm
 from hvdsparse.tensorflow import dlpack_views
 
 
 def runs_here(values, algorithm, quant_bits):
     """True for floating-point GPU values dlpack_views takes, on the NCCL route, asking for
-    auto or allgather (the call's algorithm, else HVDSPARSE_SPARSE_ALGORITHM's) without
-    quantization."""
-    asked = algorithm or os.environ.get("HVDSPARSE_SPARSE_ALGORITHM") or "auto"
-    return (asked in ("auto", "allgather") and not quant_bits and dlpack_views.takes(values)
-            and values.dtype.is_floating and basics.gpu_operations_routed())
+    auto or allgather (common.sparse.requested_algorithm) without quantization."""
+    return (requested_algorithm(algorithm) in ("auto", "allgather") and not quant_bits
+            and dlpack_views.takes(values) and values.dtype.is_floating
+            and basics.gpu_operations_routed())
 
 
 def start(values, indices, full_name, ps_id, start_allgather):
