@@ -21,9 +21,11 @@
 # logs.
 # Fails at once without a GPU. Each step has a time limit; the whole run (build included) is
 # meant to stay under 8 minutes on one GPU with a few cores.
-# HVDS_GPU_TEST_BIN=DIR runs the four programs already built into DIR (on a machine with the build's
+# HVDS_GPU_TEST_BIN=DIR runs the programs already built into DIR (on a machine with the build's
 # dependencies and the same CUDA major version) without configuring or building: for a GPU host
-# that lacks Gloo, hwloc or GoogleTest. libcudart and libnccl must then be on the loader's path.
+# that lacks Gloo, hwloc or GoogleTest. test/gpu/bundle.sh gathers them with the libraries they
+# need into DIR and DIR/../lib, which then goes first on the loader's path; libcudart and libnccl
+# are the GPU host's own (on its loader's path).
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +45,9 @@ fi
 BIN=${HVDS_GPU_TEST_BIN:-$BUILD/bin}
 if [ -n "${HVDS_GPU_TEST_BIN:-}" ]; then
   echo "test-gpu: prebuilt programs in $BIN, nothing built"
+  if [ -d "$BIN/../lib" ]; then
+    export LD_LIBRARY_PATH="$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
 elif [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$ROOT" -B "$BUILD" ${CMAKE_FLAGS:--DCMAKE_BUILD_TYPE=RelWithDebInfo} \
     >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
