@@ -12,6 +12,7 @@ from hvdsparse.common.topk import check_quantize_bits, is_topk
 from hvdsparse.tensorflow import mpi_ops, topk
 from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.mpi_ops import Average, Sum, global_process_set
+from hvdsparse.tensorflow.sparse_calls import sparse_allreduce_many
 
 
 def _check_options(op, gradient_predivide_factor, num_groups, groups, sparse_algorithm=None,
@@ -104,8 +105,8 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
         dense.append(i)
     if sparse:
         check_sparse_op(op)
-        reduced = mpi_ops._sparse_allreduce_many([grads[i] for i in sparse], [None] * len(sparse),
-                                                 op, 1.0, 1.0, process_set, sparse_algorithm)
+        reduced = sparse_allreduce_many([grads[i] for i in sparse], [None] * len(sparse), op,
+                                        1.0, 1.0, process_set, sparse_algorithm)
         for i, r in zip(sparse, reduced):
             out[i] = r
     if not dense:

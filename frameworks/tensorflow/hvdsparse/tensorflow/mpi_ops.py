@@ -24,7 +24,7 @@ compiled ops raise FailedPreconditionError there; that needs a compiled op libra
 import numpy as np
 import tensorflow as tf
 
-from hvdsparse.common import _lib, basics, handles, util
+from hvdsparse.common import basics, handles, util
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,
@@ -40,13 +40,12 @@ from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # no
 from hvdsparse.common.splits import check_splits
 
 
-from hvdsparse.tensorflow import device_slices
+from hvdsparse.tensorflow.sparse_calls import sparse_allreduce_many
 from hvdsparse.tensorflow.runtime_calls import (  # noqa: F401
     HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,
-    HorovodUnknownError, TFErrorClasses, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _c_dtype,
-    _check_dtype, _complete, _enqueue, _executing_eagerly, _host, _name, _opts, _prepare, _run,
-    _runtime_output, _start_allgather, _start_allreduce, _start_alltoall, _start_broadcast,
-    _start_reducescatter, _start_sparse_allreduce, _to_tf, _view)
+    HorovodUnknownError, TFErrorClasses, _GRAPH_KIND, _NP_FROM_C, _Op, _TO_C, _c_dtype, _complete,
+    _enqueue, _executing_eagerly, _name, _opts, _prepare, _run, _runtime_output, _start_allgather,
+    _start_allreduce, _start_alltoall, _start_broadcast, _start_reducescatter, _to_tf, _view)
 
 
 # ---- allreduce -------------------------------------------------------------------------------
@@ -95,58 +94,6 @@ def _allgather_slices(slices, name, op, prescale, postscale, process_set):
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
-def _sparse_allreduce_many(slices, names, op, prescale, postscale, process_set, algorithm=None,
-                           quant_bits=0):
-    """Sparse allreduces of a list of tf.IndexedSlices with dense shapes, enqueued together and
-    waited for together (one py_function in a graph). Returns tf.IndexedSlices with sorted
-    unique indices of each input's dtype (every row when the result came out dense).
-    quant_bits: the sparse allreduce's quantization width (docs/compression.md)."""
-    require_init()
-    if algorithm is not None:
-        _lib.check_sparse_algorithm(algorithm)
-    ps_id = set_id(process_set)
-    fulls = [_name("sparse_allreduce", n, ps_id) for n in names]
-    inputs, tout = [], []
-    for s in slices:
-        v = tf.convert_to_tensor(s.values)
-        _check_dtype(v.dtype)
-        inputs += [v, s.indices, tf.cast(s.dense_shape, tf.int64)]
-        tout += [v.dtype, s.indices.dtype]
-
-    size = process_set.size()
-
-    def body(arrays):
-        ops, gathered = [], []  # gathered[k]: slice k's rows are gathered on its GPU
-        for k, full in enumerate(fulls):
-            vals, idx, shape = arrays[3 * k:3 * k + 3]
-            gathered.append(device_slices.runs_here(vals, algorithm, quant_bits))
-            if gathered[-1]:
-                ops.append(device_slices.start(vals, idx, full, ps_id, _start_allgather))
-            else:
-                ops.append(_start_sparse_allreduce(vals, idx, shape, full, ps_id, op, algorithm,
-                                                   prescale, postscale, quant_bits))
-        results, out = iter(_complete(ops)), []
-        for k, on_gpu in enumerate(gathered):
-            if on_gpu:
-                rows = int(_host(arrays[3 * k + 2]).reshape(-1)[0])
-                out += device_slices.finish(next(results), arrays[3 * k], rows,
-                                            arrays[3 * k + 1].dtype, fulls[k], op, prescale,
-                                            postscale, size, HorovodInvalidArgumentError)
-            else:
-                vals, idx, _alg = next(results)
-                out += [vals, idx]
-        return out
-    outs = _run(body, inputs, tout, in_place=True)
-    result = []
-    for k, s in enumerate(slices):
-        vals, idx = outs[2 * k], outs[2 * k + 1]
-        if s.values.shape.rank is not None:
-            vals.set_shape([None] + s.values.shape.as_list()[1:])
-        idx.set_shape([None])
-        result.append(tf.IndexedSlices(vals, idx, dense_shape=s.dense_shape))
-    return result
-
-
 def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, process_set,
                       algorithm=None):
     """Sum or Average of tf.IndexedSlices through the runtime's sparse allreduce (rows of
@@ -155,8 +102,8 @@ def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor, proce
     if slices.dense_shape is None:
         return _allgather_slices(slices, name, op, prescale_factor, postscale_factor,
                                  process_set)
-    return _sparse_allreduce_many([slices], [name], op, prescale_factor, postscale_factor,
-                                  process_set, algorithm)[0]
+    return sparse_allreduce_many([slices], [name], op, prescale_factor, postscale_factor,
+                                 process_set, algorithm)[0]
 
 
 def allreduce(tensor, average=None, device_dense='', device_sparse='', compression=None,

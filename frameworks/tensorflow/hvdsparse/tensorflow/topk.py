@@ -21,7 +21,7 @@ import tensorflow as tf
 from hvdsparse.common import _lib
 from hvdsparse.common.ops import Average, Sum, predivide_scales
 from hvdsparse.common.topk import TopKCompressorBase
-from hvdsparse.tensorflow import mpi_ops
+from hvdsparse.tensorflow.sparse_calls import sparse_allreduce_many
 
 
 _NATIVE = {tf.float32: _lib.FLOAT32, tf.float64: _lib.FLOAT64}  # what hvds_topk_feedback takes
@@ -190,8 +190,8 @@ def allreduce_gradients(compressor, grads, sources, reduce_rest, op, gradient_pr
         reduced = slices  # nothing to exchange; Average and Sum agree
     else:
         pre, post = predivide_scales(op, gradient_predivide_factor)
-        reduced = mpi_ops._sparse_allreduce_many(slices, [None] * len(slices), op, pre, post,
-                                                 process_set, sparse_algorithm, quantize_bits)
+        reduced = sparse_allreduce_many(slices, [None] * len(slices), op, pre, post,
+                                        process_set, sparse_algorithm, quantize_bits)
     for i, r in zip(chosen, reduced):
         out[i] = compressor.decompress(r, grads[i].shape)
     return out
