@@ -1,4 +1,6 @@
-"""Lifecycle and queries shared by the framework bindings (Horovod's common/basics.py API)."""
+"""Horovod's common/basics.py API for the framework bindings: the lifecycle (init, shutdown, the
+reset hooks), what the build offers, the timeline; the job's own queries (rank, size, ...) are
+job_state's, re-exported here."""
 import atexit
 import contextlib
 import ctypes
@@ -6,12 +8,14 @@ import os
 import sys
 import threading
 
-from hvdsparse.common import _lib, mpi_comm
-from hvdsparse.common.errors import NOT_INITIALIZED, call_error
+from hvdsparse.common import _lib, job_state, mpi_comm
+from hvdsparse.common import process_sets as ps_mod
+from hvdsparse.common.errors import NOT_INITIALIZED  # noqa: F401
+from hvdsparse.common.job_state import (  # noqa: F401
+    check, cross_rank, cross_size, dynamic_process_sets, init_comm, is_homogeneous,
+    is_initialized, local_rank, local_size, rank, require_init, size)
 
 _state_lock = threading.RLock()
-_dynamic = False
-_comm = None  # the MPI communicator of init(comm=...) while that job runs
 _init_count = 0  # inits this process asked the runtime for (it numbers them)
 _reset_hooks = []  # called after init and after shutdown: fn(event) with event "init"/"shutdown"
 
@@ -24,13 +28,6 @@ def register_reset_hook(fn):
         _reset_hooks.append(fn)
 
 
-def check(rc, what=""):
-    """Raises the mapped exception for rc != HVDS_SUCCESS, with hvds_last_error()'s message."""
-    if rc != _lib.SUCCESS:
-        msg = _lib.last_error() or _lib.result_str(rc)
-        raise call_error(rc, "%s: %s" % (what, msg) if what and what not in msg else msg)
-
-
 def _truthy(value):
     return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
 
@@ -41,8 +38,7 @@ def init(comm=None, process_sets=None):
     the launcher's job. process_sets: a list of ProcessSet (static sets, the same on every rank;
     ProcessSet(comm) needs comm), or "dynamic" to allow add_process_set()/remove_process_set()
     later."""
-    global _dynamic, _comm, _init_count
-    from hvdsparse.common import process_sets as ps_mod
+    global _init_count
     if isinstance(comm, (list, tuple, range)) and len(comm) == 0:
         comm = None
     if comm is not None and not isinstance(comm, (list, tuple, range)) and \
@@ -56,11 +52,11 @@ def init(comm=None, process_sets=None):
         if isinstance(process_sets, str):
             if process_sets != "dynamic":
                 raise ValueError("process_sets must be a list of ProcessSet or \"dynamic\"")
-            _dynamic = True
+            dynamic = True
         else:
-            _dynamic = False
+            dynamic = False
             static = [ps for ps in (process_sets or []) if ps is not ps_mod.global_process_set]
-        _dynamic = _dynamic or _truthy(os.environ.get("HVDSPARSE_DYNAMIC_PROCESS_SETS")) or \
+        dynamic = dynamic or _truthy(os.environ.get("HVDSPARSE_DYNAMIC_PROCESS_SETS")) or \
             _truthy(os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS"))
         by_comm = [ps.mpi_comm for ps in static if ps.mpi_comm is not None]
         if by_comm and comm is None:
@@ -81,7 +77,7 @@ def init(comm=None, process_sets=None):
                 check(lib.hvds_init_with_process_sets(ranks, sizes, len(lists)), "init")
             else:
                 check(lib.hvds_init(), "init")
-        _comm = world
+        job_state.started(dynamic, world)
         ps_mod._after_init(assigned, lists, world)
         for hook in list(_reset_hooks):
             hook("init")
@@ -106,22 +102,15 @@ def _static_lists(static, comm_sets):
     return lists, assigned
 
 
-def init_comm():
-    """The MPI communicator the running job was formed of by init(comm=...), else None."""
-    return _comm
-
-
 def shutdown():
     """Stops the runtime; pending operations fail. Safe to call twice and before init. The
     bindings drop what pending operations hold (inputs, outputs) only after the runtime has
     stopped: its thread may be copying into them until then."""
-    global _comm
     with _state_lock:
         if _lib._lib is None or not is_initialized():
             return
         _lib.lib().hvds_shutdown()
-        _comm = None
-        from hvdsparse.common import process_sets as ps_mod
+        job_state.stopped()
         ps_mod._before_shutdown()
         for hook in list(_reset_hooks):
             hook("shutdown")
@@ -151,55 +140,6 @@ def _shutdown_at_exit():
 
 
 atexit.register(_shutdown_at_exit)
-
-
-def is_initialized():
-    return bool(_lib.lib().hvds_is_initialized())
-
-
-def require_init():
-    """Raises Horovod's ValueError unless the runtime is running."""
-    if not is_initialized():
-        raise ValueError(NOT_INITIALIZED)
-
-
-def dynamic_process_sets():
-    return _dynamic
-
-
-def _query(fn):
-    value = fn()
-    if value < 0:
-        raise ValueError(NOT_INITIALIZED)
-    return value
-
-
-def rank():
-    return _query(_lib.lib().hvds_rank)
-
-
-def size():
-    return _query(_lib.lib().hvds_size)
-
-
-def local_rank():
-    return _query(_lib.lib().hvds_local_rank)
-
-
-def local_size():
-    return _query(_lib.lib().hvds_local_size)
-
-
-def cross_rank():
-    return _query(_lib.lib().hvds_cross_rank)
-
-
-def cross_size():
-    return _query(_lib.lib().hvds_cross_size)
-
-
-def is_homogeneous():
-    return bool(_query(_lib.lib().hvds_is_homogeneous))
 
 
 def mpi_threads_supported():

@@ -1,7 +1,7 @@
 """Process sets: Horovod's ProcessSet, global_process_set, add_process_set, remove_process_set."""
 import ctypes
 
-from hvdsparse.common import _lib, basics, mpi_comm
+from hvdsparse.common import _lib, job_state, mpi_comm
 
 
 class ProcessSet:
@@ -32,8 +32,8 @@ class ProcessSet:
             return None
         n = _lib.lib().hvds_process_set_size(self.process_set_id)
         if n < 0:
-            if not basics.is_initialized():
-                raise ValueError(basics.NOT_INITIALIZED)
+            if not job_state.is_initialized():
+                raise ValueError(job_state.NOT_INITIALIZED)
             raise ValueError("Process set %d is unknown." % self.process_set_id)
         return n
 
@@ -41,8 +41,8 @@ class ProcessSet:
         """This process's rank within the set, or -1 when not a member (None: not registered)."""
         if self.process_set_id is None:
             return None
-        if not basics.is_initialized():
-            raise ValueError(basics.NOT_INITIALIZED)
+        if not job_state.is_initialized():
+            raise ValueError(job_state.NOT_INITIALIZED)
         return _lib.lib().hvds_process_set_rank(self.process_set_id)
 
     def included(self):
@@ -51,8 +51,8 @@ class ProcessSet:
             return None
         v = _lib.lib().hvds_process_set_included(self.process_set_id)
         if v < 0:
-            if not basics.is_initialized():
-                raise ValueError(basics.NOT_INITIALIZED)
+            if not job_state.is_initialized():
+                raise ValueError(job_state.NOT_INITIALIZED)
             raise ValueError("Process set %d is unknown." % self.process_set_id)
         return bool(v)
 
@@ -73,7 +73,7 @@ def _after_init(assigned, lists, comm):
     rank lists (id = index + 1), some known here only as another process's ProcessSet(comm)."""
     _registered.clear()
     global_process_set.process_set_id = 0
-    global_process_set.ranks = list(range(basics.size()))
+    global_process_set.ranks = list(range(job_state.size()))
     global_process_set.mpi_comm = comm
     _registered[0] = global_process_set
     for ps, pid, ranks in assigned:
@@ -119,14 +119,14 @@ def root_index(root_rank, process_set):
 
 
 def _require_dynamic():
-    basics.require_init()
-    if not basics.dynamic_process_sets():
+    job_state.require_init()
+    if not job_state.dynamic_process_sets():
         raise ValueError("Runtime was not initialized with dynamic process sets: use "
                          "hvd.init(process_sets=\"dynamic\") or HOROVOD_DYNAMIC_PROCESS_SETS=1.")
 
 
 def _init_comm_for(what):
-    comm = basics.init_comm()
+    comm = job_state.init_comm()
     if comm is None:
         raise ValueError("%s of a ProcessSet(comm) needs hvd.init(comm=...): its members' ranks "
                          "are those of the communicator init was given" % what)
@@ -137,7 +137,7 @@ def _add(ranks):
     """Registers ranks (collective over every rank); returns the set's id."""
     arr = (ctypes.c_int32 * max(1, len(ranks)))(*ranks)
     out = ctypes.c_int32(-1)
-    basics.check(_lib.lib().hvds_add_process_set(arr, len(ranks), ctypes.byref(out)),
+    job_state.check(_lib.lib().hvds_add_process_set(arr, len(ranks), ctypes.byref(out)),
                  "add_process_set")
     return out.value
 
@@ -172,7 +172,7 @@ def remove_process_set(process_set):
     set that is not registered. For a ProcessSet(comm), a collective over the communicator
     init was given that removes every set its add_process_set registered."""
     _require_dynamic()
-    if process_set.mpi_comm is not None and basics.init_comm() is not None:
+    if process_set.mpi_comm is not None and job_state.init_comm() is not None:
         return _remove_by_comm(process_set)
     pid = process_set.process_set_id
     if pid is None or pid == 0:
@@ -187,7 +187,7 @@ def remove_process_set(process_set):
 
 
 def _remove_by_comm(process_set):
-    ids = basics.init_comm().allgather(process_set.process_set_id)
+    ids = job_state.init_comm().allgather(process_set.process_set_id)
     removed = False
     for pid in sorted({i for i in ids if i}):
         if _lib.lib().hvds_remove_process_set(pid) != _lib.SUCCESS:
