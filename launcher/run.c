@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "command_line.h"
 #include "discovery.h"
 #include "elastic.h"
 #include "hosts.h"
@@ -182,7 +183,7 @@ static hvds_result_t prepare_elastic(hvds_run_args_t* a, const hvds_host_t* host
 static int launch(int argc, char** argv, int horovod_alias) {
   char err[512] = "";
   hvds_run_args_t args;
-  if (hvds__run_args_parse(argc, argv, &args, err, sizeof(err)) != HVDS_SUCCESS) {
+  if (hvds__command_line_parse(argc, argv, &args, err, sizeof(err)) != HVDS_SUCCESS) {
     fprintf(stderr, "hvdsparse: %s\n", err);
     return 2;
   }

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "compat_flags.h"
-#include "config_file.h"
 #include "log.h"
 
 typedef enum { K_STR, K_INT, K_NUM, K_MB, K_TRUE, K_FALSE, K_LOGLEVEL, K_BIND } knob_kind_t;
@@ -441,8 +440,7 @@ hvds_result_t hvds__run_args_apply_setting(hvds_run_args_t* a, const char* flag,
   return parse_one(&c, a);
 }
 
-/* What the words say together: a command, -np, no two host lists. */
-static hvds_result_t check_complete(const hvds_run_args_t* a, char* err, size_t errlen) {
+hvds_result_t hvds__run_args_check_complete(const hvds_run_args_t* a, char* err, size_t errlen) {
   if (a->help || a->version || a->check_build) return HVDS_SUCCESS;
   if (a->ncommand == 0) {
     snprintf(err, errlen, "no command given (usage: hvdsparse run -np N command ...)");
@@ -466,8 +464,8 @@ static hvds_result_t check_complete(const hvds_run_args_t* a, char* err, size_t 
   return HVDS_INVALID_ARGUMENT;
 }
 
-hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, char* err,
-                                   size_t errlen) {
+hvds_result_t hvds__run_args_parse_flags(int argc, char** argv, hvds_run_args_t* out, char* err,
+                                         size_t errlen) {
   memset(out, 0, sizeof(*out));
   out->start_timeout = -1;
   out->elastic_timeout = -1;
@@ -485,9 +483,6 @@ hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out, 
   out->command = argv + c.i;
   out->ncommand = argc - c.i;
   out->cli_knobs = out->knobs.n;
-  if (rc == HVDS_SUCCESS && out->config_file != NULL)
-    rc = hvds__config_file_apply(out->config_file, out, err, errlen);
-  if (rc == HVDS_SUCCESS) rc = check_complete(out, err, errlen);
   if (rc != HVDS_SUCCESS) hvds__run_args_free(out);
   return rc;
 }

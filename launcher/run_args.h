@@ -63,12 +63,16 @@ typedef struct {
   int ncommand;
 } hvds_run_args_t;
 
-/* Parses the words after "run" (argv[0] is the first flag), then --config-file's settings for
- * what the command line left unset. Flags stop at the first word that is not a flag; the rest
- * is the command. Strings point into argv except in the lists and network_interfaces, which
- * the caller releases with hvds__run_args_free(). On error nothing is kept and err says why. */
-hvds_result_t hvds__run_args_parse(int argc, char** argv, hvds_run_args_t* out /* OUT */,
-                                   char* err, size_t errlen);
+/* Parses the flags among the words after "run" (argv[0] is the first flag; the whole command
+ * line with --config-file's settings is command_line.h's). Flags stop at the first word that is
+ * not a flag; the rest is the command. Strings point into argv except in the lists and
+ * network_interfaces, which the caller releases with hvds__run_args_free(). On error nothing is
+ * kept and err says why. */
+hvds_result_t hvds__run_args_parse_flags(int argc, char** argv, hvds_run_args_t* out /* OUT */,
+                                         char* err, size_t errlen);
+/* What the settings say together: a command, -np, no two host lists, elastic flags only in an
+ * elastic job. HVDS_INVALID_ARGUMENT with err saying why otherwise. */
+hvds_result_t hvds__run_args_check_complete(const hvds_run_args_t* a, char* err, size_t errlen);
 /* Applies one setting of a config file as the flag it stands for (value NULL for a flag without
  * one), unless the command line set the same knob. For config_file.c; err says why it failed. */
 hvds_result_t hvds__run_args_apply_setting(hvds_run_args_t* a, const char* flag, const char* value,

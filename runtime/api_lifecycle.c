@@ -39,19 +39,6 @@ hvds_runtime_t hvds__rt = {
     .hcv = PTHREAD_COND_INITIALIZER,
 };
 
-static _Thread_local char last_error[2048];
-
-hvds_result_t hvds__set_error(hvds_result_t rc, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof(last_error), fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-const char* hvds_last_error(void) { return last_error; }
-
-const char* hvds_result_str(hvds_result_t r) { return hvds__result_text(r); }
 
 /* Polling beats sleeping only while no rank of this machine waits for a core (tcp_polling.h). */
 static void set_transport_polling(hvds_runtime_t* rt) {
@@ -106,7 +93,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
     hvds__instance_destroy_sets(rt);
     hvds__bootstrap_teardown(rt);
     pthread_mutex_unlock(&rt->life_mu);
-    HVDS_ERROR("initialization failed: %s", last_error);
+    HVDS_ERROR("initialization failed: %s", hvds_last_error());
     return rc;
   }
   rt->owner_pid = getpid();

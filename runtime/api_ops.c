@@ -15,41 +15,6 @@
 #include "sparse_rt.h"
 #include "state.h"
 
-static const char* const kShutDownText =
-    "Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
-    "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution. If "
-    "the shutdown was caused by an exception, you should see the exception in the log before the "
-    "first shutdown message.";
-static const char* const kDuplicateText =
-    "Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor "
-    "that is currently being processed.  If you want to request another tensor, use a different "
-    "tensor name.";
-
-/* Checks that apply to every enqueue; on failure records the message and returns the code. */
-static hvds_result_t check_ready(hvds_runtime_t* rt, int32_t ps, const char* what) {
-  if (hvds__forked_copy(rt)) return hvds__forked_error(rt, what);
-  if (!atomic_load(&rt->initialized))
-    return hvds__set_error(HVDS_INVALID_USAGE, "Horovod has not been initialized; use hvd.init().");
-  if (atomic_load(&rt->shut_down)) {
-    if (rt->fatal[0]) return hvds__set_error(HVDS_SHUT_DOWN, "%s %s", kShutDownText, rt->fatal);
-    return hvds__set_error(HVDS_SHUT_DOWN, "%s", kShutDownText);
-  }
-  pthread_mutex_lock(&rt->qmu);
-  hvds_pset_t* s = (ps >= 0 && ps < HVDS_MAX_PROCESS_SETS) ? rt->psets[ps] : NULL;
-  int exists = s != NULL && !s->marked_removed;
-  int member = exists && s->my_rank >= 0;
-  pthread_mutex_unlock(&rt->qmu);
-  if (!exists)
-    return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "%s: Process set provided does not exist, or has not been registered.",
-                           what);
-  if (!member)
-    return hvds__set_error(HVDS_INVALID_ARGUMENT,
-                           "%s: Rank %d is not a member of the provided process set.", what,
-                           rt->rank);
-  return HVDS_SUCCESS;
-}
-
 /* Elements of t, or SIZE_MAX when its rank is outside 0..HVDS_MAX_DIMS, a dimension is negative,
  * or the tensor would hold more than PTRDIFF_MAX bytes (no object that large exists, and the
  * products below would overflow). The dtype must be valid. */
@@ -97,7 +62,7 @@ static hvds_result_t check_root(hvds_runtime_t* rt, int32_t type, const hvds_op_
                                 const char* what) {
   if (type != HVDS_MSG_BROADCAST) return HVDS_SUCCESS;
   pthread_mutex_lock(&rt->qmu);
-  int32_t n = rt->psets[o->process_set]->n;  // check_ready found the set
+  int32_t n = rt->psets[o->process_set]->n;  // hvds__enqueue_ready found the set
   pthread_mutex_unlock(&rt->qmu);
   if (o->root_rank >= 0 && o->root_rank < n) return HVDS_SUCCESS;
   return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': root rank %d is not a rank of the process "
@@ -110,7 +75,7 @@ static hvds_result_t check_root(hvds_runtime_t* rt, int32_t type, const hvds_op_
 static hvds_result_t check_splits(hvds_runtime_t* rt, const hvds_op_options_t* o,
                                   const hvds_tensor_t* t, const char* what) {
   pthread_mutex_lock(&rt->qmu);
-  int32_t n = rt->psets[o->process_set]->n;  // check_ready found the set
+  int32_t n = rt->psets[o->process_set]->n;  // hvds__enqueue_ready found the set
   pthread_mutex_unlock(&rt->qmu);
   if (t->ndim < 1)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s '%s': a scalar has no rows to split", what,
@@ -135,75 +100,12 @@ static hvds_result_t check_splits(hvds_runtime_t* rt, const hvds_op_options_t* o
                          "has %lld", what, o->name, (long long)sum, (long long)rows);
 }
 
-static hvds_entry_t* entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
-  hvds_entry_t* e = calloc(1, sizeof(*e));
-  if (e == NULL) return NULL;
-  size_t len = strlen(name);
-  e->name = len < sizeof(e->name_buf) ? memcpy(e->name_buf, name, len + 1) : strdup(name);
-  if (e->name == NULL) {
-    free(e);
-    return NULL;
-  }
-  e->type = type;
-  e->op = o ? o->op : HVDS_SUM;
-  e->prescale = o ? o->prescale : 1.0;
-  e->postscale = o ? o->postscale : 1.0;
-  e->root_rank = o ? o->root_rank : 0;
-  e->alloc = o ? o->alloc : NULL;
-  e->alloc_ctx = o ? o->alloc_ctx : NULL;
-  e->process_set = o ? o->process_set : 0;
-  e->enqueue_time = hvds__now();
-  return e;
-}
-
-/* Appends entries to their set's queue as one unit; fails all of them on a duplicate name. */
-static hvds_result_t submit(hvds_runtime_t* rt, hvds_entry_t** es, int32_t n,
-                            hvds_handle_t* handle) {
-  hvds_handle_rec_t* h = hvds__handle_create(rt, n);
-  if (h == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory creating a handle");
-  pthread_mutex_lock(&rt->qmu);
-  hvds_pset_t* s = rt->psets[es[0]->process_set];
-  for (int32_t i = 0; i < n; i++) {
-    int dup = hvds__name_map_get(&s->inflight, es[i]->name) != NULL;
-    for (int32_t j = 0; j < i && !dup; j++) dup = strcmp(es[i]->name, es[j]->name) == 0;
-    if (dup) {
-      pthread_mutex_unlock(&rt->qmu);
-      hvds__set_error(HVDS_INVALID_ARGUMENT, "%s [tensor: %s]", kDuplicateText, es[i]->name);
-      pthread_mutex_lock(&rt->hmu);
-      h->released = 1;
-      pthread_mutex_unlock(&rt->hmu);
-      for (int32_t k = 0; k < n; k++) hvds__handle_complete(rt, h, HVDS_INVALID_ARGUMENT, NULL);
-      return HVDS_INVALID_ARGUMENT;
-    }
-  }
-  for (int32_t i = 0; i < n; i++) {
-    hvds_entry_t* e = es[i];
-    e->handle = h;
-    e->index = i;
-    hvds__name_map_put(&s->inflight, e->name, e);
-    if (s->q_tail) s->q_tail->next = e; else s->q_head = e;
-    s->q_tail = e;
-  }
-  __atomic_store_n(&rt->enqueued, rt->enqueued + 1, __ATOMIC_RELEASE);
-  /* Signals only a sleeping coordinator, and not even that when this thread ran its previous
-   * operation itself: it will likely wait and run this one too (one enqueue only: a thread
-   * queueing several without waiting wakes the coordinator from its second on). */
-  if (hvds__served_itself)
-    hvds__coord_wake_lazy_locked(rt);
-  else
-    hvds__coord_wake_locked(rt);
-  hvds__served_itself = 0;
-  pthread_mutex_unlock(&rt->qmu);
-  *handle = h->id;
-  return HVDS_SUCCESS;
-}
-
 hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, int32_t n,
                             const hvds_tensor_t* inputs, hvds_tensor_t* outputs,
                             const hvds_op_options_t* o, hvds_handle_t* handle) {
   if (o == NULL || o->name == NULL || handle == NULL || n <= 0 || inputs == NULL)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: options, name, inputs and handle are required", what);
-  hvds_result_t rc = check_ready(rt, o->process_set, what);
+  hvds_result_t rc = hvds__enqueue_ready(rt, o->process_set, what);
   if (rc != HVDS_SUCCESS) return rc;
   if (o->op == HVDS_ADASUM && type != HVDS_MSG_ALLREDUCE)
     return hvds__set_error(HVDS_NOT_SUPPORTED, "%s '%s': Adasum applies to allreduce only", what,
@@ -245,7 +147,7 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     rc = check_tensor(&inputs[made], name);
     if (rc == HVDS_SUCCESS && outputs) rc = check_tensor(&outputs[made], name);
     if (rc != HVDS_SUCCESS) break;
-    es[made] = entry_new(name, type, o);
+    es[made] = hvds__enqueue_entry_new(name, type, o);
     if (es[made] == NULL) {
       rc = hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
       break;
@@ -282,7 +184,7 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
     }
   }
   if (rc == HVDS_SUCCESS) {
-    rc = submit(rt, es, n, handle);
+    rc = hvds__enqueue_submit_all(rt, es, n, handle);
     made = rc == HVDS_SUCCESS ? 0 : n; /* queued entries belong to the coordinator now */
   }
   if (rc != HVDS_SUCCESS)
@@ -347,17 +249,17 @@ hvds_result_t hvds_grouped_reducescatter_async(int32_t n, const hvds_tensor_t* i
 hvds_result_t hvds__enqueue_control(hvds_runtime_t* rt, int32_t type, const char* what,
                                     const char* name, int32_t ps, int32_t root,
                                     hvds_handle_t* handle) {
-  hvds_result_t rc = check_ready(rt, ps, what);
+  hvds_result_t rc = hvds__enqueue_ready(rt, ps, what);
   if (rc != HVDS_SUCCESS) return rc;
   hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
   o.process_set = ps;
-  hvds_entry_t* e = entry_new(name, type, &o);
+  hvds_entry_t* e = hvds__enqueue_entry_new(name, type, &o);
   if (e == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
   e->input.dtype = HVDS_UINT8;
   e->input.device = -1;
   e->output = e->input;
   e->root_rank = root;
-  rc = submit(rt, &e, 1, handle);
+  rc = hvds__enqueue_submit_all(rt, &e, 1, handle);
   if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }
@@ -388,13 +290,13 @@ hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id)
   snprintf(name, sizeof(name), "process_set.add.%d", atomic_fetch_add(&rt->ps_change_seq, 1));
   hvds_entry_t* e = NULL;
   hvds_handle_t h;
-  hvds_result_t rc = check_ready(rt, 0, "add_process_set");
+  hvds_result_t rc = hvds__enqueue_ready(rt, 0, "add_process_set");
   if (rc != HVDS_SUCCESS) return rc;
   int32_t* copy = malloc((size_t)n * sizeof(int32_t));
   if (copy == NULL) return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
   memcpy(copy, ranks, (size_t)n * sizeof(int32_t));
   hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
-  e = entry_new(name, HVDS_MSG_PS_ADD, &o);
+  e = hvds__enqueue_entry_new(name, HVDS_MSG_PS_ADD, &o);
   if (e == NULL) {
     free(copy);
     return hvds__set_error(HVDS_SYSTEM_ERROR, "out of memory");
@@ -403,7 +305,7 @@ hvds_result_t hvds_add_process_set(const int32_t* ranks, int32_t n, int32_t* id)
   e->input.device = -1;
   e->ps_ranks = copy;
   e->ps_nranks = n;
-  rc = submit(rt, &e, 1, &h);
+  rc = hvds__enqueue_submit_all(rt, &e, 1, &h);
   if (rc != HVDS_SUCCESS) {
     hvds__entry_free(e);
     return rc;
@@ -436,21 +338,5 @@ hvds_result_t hvds_remove_process_set(int32_t id) {
   rc = hvds__wait(rt, h, -1);
   if (rc != HVDS_SUCCESS) hvds__set_error(rc, "%s", hvds_handle_error(h));
   hvds__release(rt, h);
-  return rc;
-}
-
-/* ---- helpers for the enqueue functions of other files (sparse_rt.h) ---- */
-
-hvds_result_t hvds__enqueue_ready(hvds_runtime_t* rt, int32_t process_set, const char* what) {
-  return check_ready(rt, process_set, what);
-}
-
-hvds_entry_t* hvds__enqueue_entry_new(const char* name, int32_t type, const hvds_op_options_t* o) {
-  return entry_new(name, type, o);
-}
-
-hvds_result_t hvds__enqueue_submit(hvds_runtime_t* rt, hvds_entry_t* e, hvds_handle_t* handle) {
-  hvds_result_t rc = submit(rt, &e, 1, handle);
-  if (rc != HVDS_SUCCESS) hvds__entry_free(e);
   return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "cost_model.h"
 #include "device_support.h"
+#include "enqueue.h"
 #include "handle.h"
 #include "sparse_allreduce.h"
 #include "sparse_rt.h"

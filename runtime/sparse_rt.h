@@ -111,17 +111,6 @@ hvds_result_t hvds__sparse_opts_algo(struct hvds_runtime* rt, const hvds_op_opti
 hvds_result_t hvds__sparse_detect_entry(struct hvds_runtime* rt, struct hvds_entry* e,
                                         const hvds_op_options_t* o);
 
-/* ---- enqueue helpers (api_ops.c) ---- */
-
-/* Runtime up, set exists and this rank is a member; else records the message, returns the code. */
-hvds_result_t hvds__enqueue_ready(struct hvds_runtime* rt, int32_t process_set, const char* what);
-/* A new entry for one tensor of the operation o; NULL when out of memory. */
-struct hvds_entry* hvds__enqueue_entry_new(const char* name, int32_t type,
-                                           const hvds_op_options_t* o);
-/* Queues e on its set and returns its handle; frees e on failure (duplicate name, memory). */
-hvds_result_t hvds__enqueue_submit(struct hvds_runtime* rt, struct hvds_entry* e,
-                                   hvds_handle_t* handle /* OUT */);
-
 /* ---- negotiation at the set's rank 0 (execute_sparse.c) ---- */
 
 /* Compares the sparse parts of two SPARSE_ALLREDUCE requests (shape, dtype and op are checked by

@@ -1,5 +1,7 @@
-/* NCCL communicators: creation with the unique id sent over the control plane, abort, destroy,
- * and the job's set of them (global, local, cross, process sets). */
+/* NCCL communicators: creation with the unique id sent over the control plane, failure, abort,
+ * destroy, and the job's set of them (global, local, cross, process sets). */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +70,34 @@ hvds_result_t hvds__nccl_comm_create_p2p(hvds_nccl_ctx_t* ctx, hvds_p2p_t* p, ui
 
 int hvds__nccl_comm_rank(const hvds_nccl_comm_t* comm) { return comm->rank; }
 int hvds__nccl_comm_size(const hvds_nccl_comm_t* comm) { return comm->size; }
+
+hvds_result_t hvds__nccl_result(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess:
+      return HVDS_SUCCESS;
+    case ncclRemoteError:
+      return HVDS_REMOTE_ERROR;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return HVDS_INVALID_ARGUMENT;
+    default:
+      return HVDS_SYSTEM_ERROR;
+  }
+}
+
+hvds_result_t hvds__nccl_fail(hvds_nccl_comm_t* comm, hvds_result_t status, const char* fmt, ...) {
+  pthread_mutex_lock(&comm->ctx->mu);  // serializes the first failure's message
+  if (atomic_load(&comm->failed) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm->error, sizeof(comm->error), fmt, ap);
+    va_end(ap);
+    atomic_store(&comm->failed, (int)status);
+    HVDS_WARN("nccl: rank %d of %d: %s", comm->rank, comm->size, comm->error);
+  }
+  pthread_mutex_unlock(&comm->ctx->mu);
+  return status;
+}
 
 const char* hvds__nccl_comm_error(const hvds_nccl_comm_t* comm) {
   return atomic_load(&comm->failed) ? comm->error : "";

@@ -21,34 +21,6 @@ int hvds__nccl_version(void) {
   return ncclGetVersion(&v) == ncclSuccess ? v : 0;
 }
 
-hvds_result_t hvds__nccl_result(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess:
-      return HVDS_SUCCESS;
-    case ncclRemoteError:
-      return HVDS_REMOTE_ERROR;
-    case ncclInvalidArgument:
-    case ncclInvalidUsage:
-      return HVDS_INVALID_ARGUMENT;
-    default:
-      return HVDS_SYSTEM_ERROR;
-  }
-}
-
-hvds_result_t hvds__nccl_fail(hvds_nccl_comm_t* comm, hvds_result_t status, const char* fmt, ...) {
-  pthread_mutex_lock(&comm->ctx->mu);  // serializes the first failure's message
-  if (atomic_load(&comm->failed) == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(comm->error, sizeof(comm->error), fmt, ap);
-    va_end(ap);
-    atomic_store(&comm->failed, (int)status);
-    HVDS_WARN("nccl: rank %d of %d: %s", comm->rank, comm->size, comm->error);
-  }
-  pthread_mutex_unlock(&comm->ctx->mu);
-  return status;
-}
-
 /* The communicator of p that failed first checked (comm, then also), or comm. */
 static hvds_nccl_comm_t* failed_comm(const hvds_nccl_pending_t* p) {
   if (p->also != NULL && !atomic_load(&p->comm->failed) && atomic_load(&p->also->failed))

@@ -158,13 +158,14 @@ void hvds__shm_wake(shm_t* s, int peer, int force);
 /* Sleeps on this rank's futex word until it moves from seq or ms pass. */
 void hvds__shm_sleep(shm_t* s, uint32_t seq, int ms);
 
-/* shm_p2p.c */
+/* shm_fail.c */
 /* Marks the communicator failed with the first cause (p->failed_peer = culprit, the peer it
  * lost, or -1), publishes it to every peer and wakes them: their waits then fail naming this
  * rank, with this rank's message. Any thread. */
 hvds_result_t hvds__shm_fail(shm_t* s, hvds_result_t rc, int culprit, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* shm_p2p.c */
 /* A peer published a failure: fails here too, naming it. HVDS_SUCCESS when none did (and this
  * communicator has not failed). */
 hvds_result_t hvds__shm_check_remote(shm_t* s);

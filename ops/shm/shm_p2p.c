@@ -63,34 +63,6 @@ int hvds__shm_poll_default(int size) { return size <= online_cpus() ? 50 : 0; }
  * little and spares a futex round trip per stage (np 4 on 2 cores, 64 KiB: 30 us against 50). */
 int hvds__shm_coll_poll_default(int size) { return size <= online_cpus() ? 50 : 300; }
 
-hvds_result_t hvds__shm_fail(shm_t* s, hvds_result_t rc, int culprit, const char* fmt, ...) {
-  hvds_p2p_t* p = s->p;
-  int first = 0;
-  pthread_mutex_lock(&s->mu);
-  if (!atomic_load(&s->failed)) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->error, sizeof p->error, fmt, ap);
-    va_end(ap);
-    p->failed_peer = culprit;
-    s->fail_rc = rc;
-    atomic_store(&s->failed, 1);
-    first = 1;
-  }
-  rc = s->fail_rc;
-  pthread_mutex_unlock(&s->mu);
-  if (!first || s->hdr == NULL) return rc;
-  HVDS_DEBUG("shm p2p rank %d failed: %s", p->rank, p->error);
-  // Tell every peer, unless one already told us (then its failure is the one to report).
-  snprintf(s->me->why, sizeof s->me->why, "%.199s", p->error);
-  int32_t none = 0;
-  if (atomic_compare_exchange_strong(&s->hdr->failed, &none, 1 + p->rank)) {
-    for (int q = 0; q < p->size; q++)
-      if (q != p->rank) hvds__shm_wake(s, q, 1);
-  }
-  return rc;
-}
-
 static hvds_result_t failed_rc(shm_t* s) {
   pthread_mutex_lock(&s->mu);
   hvds_result_t rc = s->fail_rc;

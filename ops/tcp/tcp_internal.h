@@ -83,7 +83,9 @@ typedef struct {
   HVDS_ATOMIC(int) interrupt;    /* bell_interrupt came and no bell_wait has consumed it yet */
 } tcp_t;
 
-/* tcp_p2p.c */
+/* tcp_fail.c */
+/* Wakes a thread of this rank that waits in poll() (the event descriptor). Any thread. */
+void hvds__tcp_wake(tcp_t* t);
 /* Marks the communicator failed with the first cause, closes every connection so peers fail at
  * once, and wakes a waiter. Returns the first failure's status. Any thread. */
 hvds_result_t hvds__tcp_fail(tcp_t* t, hvds_result_t rc, int peer, const char* fmt, ...)

@@ -31,39 +31,6 @@
 
 static tcp_t* tcp_of(hvds_p2p_t* p) { return (tcp_t*)p->impl; }
 
-static void wake(tcp_t* t) {
-  uint64_t one = 1;
-  if (write(t->event_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
-    HVDS_DEBUG("tcp p2p eventfd write: %s", strerror(errno));
-  }
-}
-
-hvds_result_t hvds__tcp_fail(tcp_t* t, hvds_result_t rc, int peer, const char* fmt, ...) {
-  hvds_p2p_t* p = t->p;
-  int first = 0;
-  pthread_mutex_lock(&t->mu);
-  if (!atomic_load(&t->failed)) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->error, sizeof p->error, fmt, ap);
-    va_end(ap);
-    p->failed_peer = peer;
-    t->fail_rc = rc;
-    atomic_store(&t->failed, 1);
-    first = 1;
-  }
-  rc = t->fail_rc;
-  pthread_mutex_unlock(&t->mu);
-  if (first) {
-    HVDS_DEBUG("tcp p2p rank %d failed: %s", p->rank, p->error);
-    // FIN on every connection (the descriptors stay open until destroy): peers fail at once.
-    for (int i = 0; i < p->size; i++)
-      if (t->peers[i].fd >= 0) shutdown(t->peers[i].fd, SHUT_RDWR);
-    wake(t);
-  }
-  return rc;
-}
-
 static hvds_result_t failed_rc(tcp_t* t) {
   pthread_mutex_lock(&t->mu);
   hvds_result_t rc = t->fail_rc;
@@ -265,7 +232,7 @@ static void tcp_bell_interrupt(hvds_p2p_t* p) {
   if (p == NULL || p->impl == NULL) return;
   tcp_t* t = tcp_of(p);
   atomic_store(&t->interrupt, 1);
-  wake(t);
+  hvds__tcp_wake(t);
 }
 
 static const hvds_p2p_ops_t kTcpOps = {

@@ -1,4 +1,4 @@
-// A launcher command line as owned words, parsed by hvds__run_args_parse.
+// A launcher command line as owned words, parsed by hvds__command_line_parse.
 #ifndef HVDS_TEST_LAUNCHER_ARGS_H_
 #define HVDS_TEST_LAUNCHER_ARGS_H_
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "run_args.h"
+#include "command_line.h"
 
 namespace hvds_test {
 
@@ -16,8 +16,8 @@ struct Args {
     argv_.push_back(nullptr);
   }
   hvds_result_t Parse(hvds_run_args_t* a) {
-    return hvds__run_args_parse(static_cast<int>(words_.size()), argv_.data(), a, err,
-                                sizeof(err));
+    return hvds__command_line_parse(static_cast<int>(words_.size()), argv_.data(), a, err,
+                                    sizeof(err));
   }
   std::vector<std::string> words_;
   std::vector<char*> argv_;
