@@ -211,3 +211,5 @@ hvds_result_t hvds__handle_sparse_stats(hvds_handle_t handle, hvds_sparse_stats_
   pthread_mutex_unlock(&rt->hmu);
   return rc;
 }
+
+uint64_t hvds_zen_key(void) { return atomic_load(&hvds__rt.initialized) ? hvds__rt.zen_seed : 0; }

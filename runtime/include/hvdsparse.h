@@ -233,6 +233,12 @@ typedef struct {
 hvds_result_t hvds_sparse_allreduce_async(const hvds_sparse_tensor_t* input, hvds_tensor_t* dense_out,
                                           const hvds_op_options_t* opts, hvds_handle_t* handle);
 
+/* ZEN's hash key for this job: the one its partition function (a keyed permutation of the
+ * dense indices, ops/sparse/zen_hash.h) uses on every rank, agreed at init (rank 0's). A binding
+ * that runs ZEN from other collectives (the GPU's, docs/compression.md) partitions by it as the
+ * runtime does. 0 when the runtime is not running. */
+uint64_t hvds_zen_key(void);
+
 /* n tensors negotiated and completed together, named "<name>_<i>of<n>"; one handle. */
 hvds_result_t hvds_grouped_allreduce_async(int32_t n, const hvds_tensor_t* inputs,
                                            hvds_tensor_t* outputs, const hvds_op_options_t* opts,

@@ -116,10 +116,10 @@ torch_run() {  # torch_run LIMIT NP ARGS...: the checks under the launcher
 if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'NCCL', torch.cuda.nccl.version())"
   torch_run 150 1
-  torch_run 150 2 --checks collectives,stream,training,sync_bn --bench
+  torch_run 150 2 --checks collectives,stream,training,sync_bn,split_sparse --bench
   HVDSPARSE_GPU_OPERATIONS=nccl torch_run 150 1 --bench-nccl
   HVDSPARSE_GPU_OPERATIONS=nccl HOROVOD_ENABLE_ASYNC_COMPLETION=1 torch_run 120 1 \
-    --checks collectives,stream,training
+    --checks collectives,stream,training,split_sparse
 else
   echo "=== torch_gpu_checks: skipped: $PY has no torch that sees a GPU"
   fail=1

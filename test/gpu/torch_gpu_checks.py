@@ -3,7 +3,8 @@ every rank's tensors on cuda:0, so np 2 is two processes sharing the GPU through
 path (docs/gpu.md). Each check prints one line and appends its figures to OUT/torch_gpu.jsonl;
 the exit status is the number of failed checks.
 
-  python torch_gpu_checks.py --out DIR [--checks collectives,stream,memory,training,sync_bn]
+  python torch_gpu_checks.py --out DIR
+      [--checks collectives,stream,memory,training,sync_bn,split_sparse]
       [--bench]
       [--bench-nccl]
 
@@ -162,6 +163,38 @@ def check_training(dev, out):
         diff = max(float((a - b).abs().max()) for a, b in zip(on_dev, on_cpu))
         record(out, "training." + kind, diff <= 1e-9, max_abs_difference=diff,
                route="nccl" if basics.gpu_operations_routed() else "host")
+
+
+def split_pairs(r, n, k):
+    """Rank r's top-k-like pairs: distinct sorted indices, integer values."""
+    g = torch.Generator().manual_seed(40 + r)
+    idx = torch.randperm(n, generator=g)[:k].sort().values
+    return idx, torch.randint(-99, 100, (k,), generator=g).double()
+
+
+def check_split_sparse(dev, out, n=1 << 20, k=4096):
+    """Each split sparse algorithm through the optimizer's entry for top-k pairs: on the NCCL
+    route it runs on the GPU (device_split_sparse, a ChainedHandle), staged otherwise; the
+    result equals the sum of every rank's pairs computed on the CPU."""
+    from hvdsparse.torch import chained, topk
+    want = torch.zeros(n, dtype=torch.float64)
+    for r in range(hvd.size()):
+        i, v = split_pairs(r, n, k)
+        want.index_add_(0, i, v)
+    on_route = dev.type == "cuda" and basics.gpu_operations_routed()
+    errs, ran = [], {}
+    for algorithm in ("ssar_split_allgather", "dsar_split_allgather", "zen"):
+        idx, vals = split_pairs(hvd.rank(), n, k)
+        res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
+        h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + algorithm,
+                                      hvd.Sum, 1.0, 1.0, hvd.global_process_set, algorithm)
+        ran[algorithm] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
+        got = hvd.synchronize(h)
+        if got.device != res.device or not torch.equal(got.cpu(), want):
+            errs.append(algorithm)
+        if on_route != (ran[algorithm] == "gpu"):
+            errs.append(algorithm + " ran " + ran[algorithm])
+    record(out, "split_sparse", not errs, wrong=errs, ran=ran)
 
 
 def sync_bn_step(dev):
@@ -331,7 +364,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--checks", default="collectives,stream,memory,training,sync_bn")
+    ap.add_argument("--checks",
+                    default="collectives,stream,memory,training,sync_bn,split_sparse")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-nccl", action="store_true")
     args = ap.parse_args()
@@ -345,7 +379,8 @@ def main():
             torch.__version__, torch.version.cuda, hvd.nccl_built(), hvd.size(), dev),
             flush=True)
     checks = {"collectives": check_collectives, "stream": check_stream,
-              "memory": check_memory, "training": check_training, "sync_bn": check_sync_bn}
+              "memory": check_memory, "training": check_training, "sync_bn": check_sync_bn,
+              "split_sparse": check_split_sparse}
     for name in args.checks.split(","):
         if dev.type == "cpu" and name in ("stream", "memory"):
             continue

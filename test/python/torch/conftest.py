@@ -28,3 +28,17 @@ def rank_values(r, shape, dtype):
         n *= d
     base = (torch.arange(n, dtype=torch.int64) + r) % 3 + (1 if r == 0 else 0)
     return base.reshape(shape).to(dtype)
+
+
+def rank_pairs(r, n, k, seed=500):
+    """Rank r's k top-k (index, value) pairs over n elements: distinct indices, integer values
+    of both signs, and on odd ranks the GPU selection's padding (index 0, value 0) in the last
+    two slots."""
+    import torch
+    g = torch.Generator().manual_seed(seed + r)
+    idx = torch.randperm(n, generator=g)[:k].sort().values.to(torch.int32)
+    vals = (torch.randint(1, 50, (k,), generator=g) * (1 - 2 * (idx % 2))).double()
+    if r % 2 and k >= 2:
+        idx[-2:] = 0
+        vals[-2:] = 0
+    return idx, vals

@@ -17,6 +17,8 @@ from hvdsparse.common import quantize as qref
 from hvdsparse.torch import device_sparse
 from hvdsparse.torch.topk import TopKCompressor, quant_bits_supported
 
+from conftest import rank_pairs
+
 
 def sort_topk(flat, k):
     """Indices of the k largest magnitudes, by a full sort."""
@@ -339,15 +341,7 @@ def test_quantize_reference_unbiased_bounded_exact_on_grid(bits):
 # they are device-agnostic, so these tests check their results on the CPU (the GPU's own run is
 # in test/gpu/torch_gpu_checks.py).
 def _rank_pairs(r, n, k):
-    """Rank r's k (index, value) pairs over n elements: distinct indices, integer values, and
-    on odd ranks the GPU selection's padding (index 0, value 0) in the last two slots."""
-    g = torch.Generator().manual_seed(300 + r)
-    idx = torch.randperm(n, generator=g)[:k].sort().values.to(torch.int32)
-    vals = (torch.randint(1, 50, (k,), generator=g) * (1 - 2 * (idx % 2))).double()
-    if r % 2 and k >= 2:
-        idx[-2:] = 0
-        vals[-2:] = 0
-    return idx, vals
+    return rank_pairs(r, n, k, 300)
 
 
 @pytest.mark.parametrize("algorithm", ["dense", "allgather", "auto"])

@@ -189,10 +189,11 @@ _SIGNATURES = {
     "hvds_topk_feedback": (_I, [_P, _P, _I, _I64, _c.POINTER(TopKPlan), _P, _I, _P, _HP,
                                 _I32P]),
     "hvds_topk_feedback_device": (_I, [_I32, _I64, _P, _P, _I, _I64, _I64, _P, _I, _P]),
+    "hvds_zen_key": (_c.c_uint64, []),
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
 _OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback",
-             "hvds_topk_feedback_device",
+             "hvds_topk_feedback_device", "hvds_zen_key",
              "hvds_set_shutdown_reason", "hvds_elastic_hosts_updated"}
 
 _LIBNAME = "libhvdsparse.so"

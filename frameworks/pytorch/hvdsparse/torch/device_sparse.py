@@ -14,8 +14,9 @@ A sparse COO tensor (an embedding's gradient; the result a coalesced sparse tens
 only, Horovod's own way; its number of entries differs by rank, so no rank could choose
 alone.
 
-The SparCML and ZEN algorithms need the runtime's sparse path: asking for one of them (or for
-quantized values) on a CUDA tensor stages it through host memory, as does the host-staged mode.
+The split algorithms (SparCML's and ZEN's) are device_split_sparse's; ssar_recursive_doubling
+and quantized values need the runtime's sparse path: asking for them on a CUDA tensor stages it
+through host memory, as does the host-staged mode.
 The functions take tensors of any device: the tests run them on the CPU."""
 import torch
 
@@ -48,22 +49,29 @@ def gather_pairs_async(idx, vals, name, process_set):
     """Starts the allgather of this rank's pairs (idx: 1-D; vals: one row per index), named
     as the sparse allreduce it stands for, so a rank taking the runtime's path under the same
     name fails negotiation instead of waiting. Returns (handle, key, keep)."""
-    k = idx.numel()
-    width = vals.shape[1] if vals.dim() == 2 else 1
-    rows = torch.cat([idx.contiguous().view(torch.uint8).view(k, idx.element_size()),
-                      vals.contiguous().view(torch.uint8).view(k, width * vals.element_size())],
-                     1)
+    rows = pair_rows(idx, vals)
     h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_allgather_async, rows, name,
                                 process_set)
     return h, key, keep + [rows]
 
 
+def pair_rows(idx, vals):
+    """One row of bytes per pair: the index's, then its value row's."""
+    k = idx.numel()
+    width = vals.shape[1] if vals.dim() == 2 else 1
+    return torch.cat([idx.contiguous().view(torch.uint8).view(k, idx.element_size()),
+                      vals.contiguous().view(torch.uint8).view(k, width * vals.element_size())],
+                     1)
+
+
 def unpack_pairs(gathered, index_dtype, value_dtype, width):
     """(indices, values [entries, width]) of every rank's rows, in rank order."""
     ib = torch.empty(0, dtype=index_dtype).element_size()
-    idx = gathered[:, :ib].contiguous().view(index_dtype).view(-1)
-    vals = gathered[:, ib:].contiguous().view(value_dtype).view(-1, width)
-    return idx, vals
+    # Fresh copies: a slice of one row (or none) counts as contiguous but keeps the rows' stride
+    # and offset, which a view as a wider dtype refuses.
+    idx = gathered[:, :ib].clone(memory_format=torch.contiguous_format)
+    vals = gathered[:, ib:].clone(memory_format=torch.contiguous_format)
+    return idx.view(index_dtype).view(-1), vals.view(value_dtype).view(-1, width)
 
 
 # ---- Compression.topk ---------------------------------------------------------------------

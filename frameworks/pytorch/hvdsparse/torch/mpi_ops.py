@@ -25,6 +25,7 @@ from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # no
                                            set_id)
 from hvdsparse.common.splits import check_splits
 
+from hvdsparse.torch.chained import ChainedHandle
 from hvdsparse.torch.dense_enqueue import (_allreduce_async, _contiguous_pair,  # noqa: F401
                                            _gather_like)
 from hvdsparse.torch.handles import (_check_tensor, _enqueue_allocating, _options, _output,
@@ -499,7 +500,7 @@ def synchronize(handle):
     peer died, or the runtime shut down."""
     if isinstance(handle, _Group):
         return _sync_group(handle)
-    if isinstance(handle, SparseHandle):
+    if isinstance(handle, (SparseHandle, ChainedHandle)):
         return handle()
     return _synchronize_one(handle)
 
@@ -508,6 +509,6 @@ def poll(handle):
     """True when the operation is done (synchronize() will not block)."""
     if isinstance(handle, _Group):
         return all(_poll_one(h) for h in handle.handles)
-    if isinstance(handle, SparseHandle):
+    if isinstance(handle, (SparseHandle, ChainedHandle)):
         return handle.poll()
     return _poll_one(handle)

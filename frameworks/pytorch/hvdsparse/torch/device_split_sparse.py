@@ -1,0 +1,184 @@
+"""The split sparse allreduces of Compression.topk on the NCCL route (ssar_split_allgather,
+dsar_split_allgather, zen), built from the routed alltoall and allgather so that they run on the
+GPU; device_sparse has the dense and allgather algorithms. The runtime's own versions of these
+three take host memory (ops/sparse/).
+
+Push: each rank drops the GPU selection's padding (index 0, value 0), finds every pair's owner
+(split_owners: equal index ranges, or ZEN's hashed ranges under the job's key), sorts its pairs by
+owner and sends them with one alltoall of rows of bytes, named as the sparse allreduce (a rank
+that took another path fails negotiation with it). Each part starts with a header row (the dense
+size, the algorithm, whether every index of the sender lay inside the tensor) that every receiver
+checks, so ranks that disagree fail together instead of mixing partitions.
+Reduce: the owner adds the parts in rank order, prescaled: dsar into a dense accumulator of its
+range, ssar and zen into one slot per distinct index it received.
+Pull, once the alltoall is done everywhere (enqueued by chained's thread, so it never waits for
+the order of the ranks' synchronize calls): dsar allgathers the dense ranges, whose concatenation
+in rank order is the result; ssar and zen allgather the owners' (index, sum) rows and every rank
+writes them into zeros. Average then divides by the size, postscale multiplies. Every rank gets
+the same bits: each index is summed by its one owner.
+
+Unlike the runtime's versions: no fold to a power of two (the routed collectives take any number
+of ranks), no dense parts or hash bitmaps on the wire, no packed or quantized pull. Reading the
+parts' sizes for the alltoall waits, on the host, for the selection queued on the GPU."""
+import torch
+
+from hvdsparse.common import _lib, handles, util
+from hvdsparse.common.ops import Average, Sum
+from hvdsparse.common.process_sets import set_id
+from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
+from hvdsparse.torch import chained
+from hvdsparse.torch.dense_enqueue import _gather_like
+from hvdsparse.torch.device_sparse import pair_rows, scale_result, unpack_pairs
+from hvdsparse.torch.handles import _output, _register
+from hvdsparse.torch.split_owners import owners
+
+ALGORITHMS = ("ssar_split_allgather", "dsar_split_allgather", "zen")
+_CODE = {a: i + 1 for i, a in enumerate(ALGORITHMS)}
+PULL = "sparse_allreduce_pull"  # the second collective's kind in its name
+
+
+def runs_here(algorithm, op, quant_bits):
+    """True when the call asks for one of these algorithms, Sum or Average, no quantized values."""
+    return requested_algorithm(algorithm) in ALGORITHMS and op in (Sum, Average) and not quant_bits
+
+
+def range_lo(n, parts, j):
+    """Start of owner j's range of [0, n) (ops/sparse/sparse_stream.c's rule)."""
+    return n * j // parts
+
+
+def _header(n, algorithm, bad, idx_dtype, width):
+    """The row that opens every part: n as an index, the algorithm's code, 1 when the sender had
+    an index outside [0, n)."""
+    row = torch.zeros(width, dtype=torch.uint8)
+    ib = torch.empty(0, dtype=idx_dtype).element_size()
+    row[:ib] = torch.tensor([n], dtype=idx_dtype).view(torch.uint8)
+    row[ib] = _CODE[algorithm]
+    row[ib + 1] = 1 if bad else 0
+    return row
+
+
+def _push_rows(idx, vals, owner, parts, header):
+    """The alltoall's rows (part j: the header, then the pairs owned by j in index order) and
+    its splits."""
+    order = torch.argsort(owner, stable=True)
+    owner = owner[order]
+    counts = torch.bincount(owner, minlength=parts)
+    k = idx.numel()
+    send = torch.empty((k + parts, header.numel()), dtype=torch.uint8, device=idx.device)
+    starts = torch.cumsum(counts + 1, 0) - (counts + 1)
+    send[starts] = header.to(idx.device)
+    if k:
+        send[torch.arange(k, device=idx.device) + owner + 1] = pair_rows(idx[order], vals[order])
+    return send, [int(c) + 1 for c in counts.tolist()]
+
+
+def _check_headers(recv, splits, mine, name, ib):
+    """Raises on every rank when a rank's header differs from this one's or says it sent an
+    index outside the tensor (every rank received every rank's header)."""
+    starts = [sum(splits[:r]) for r in range(len(splits))]
+    heads = recv[starts].cpu()
+    me = mine.cpu()
+    for r, head in enumerate(heads):
+        if head[ib + 1]:
+            raise ValueError("hvdsparse: sparse allreduce '%s': rank %d sent an index outside "
+                             "the tensor's %d elements" % (name, r, _n_of(me, ib)))
+    for r, head in enumerate(heads):
+        if not torch.equal(head[:ib + 1], me[:ib + 1]):
+            raise ValueError(
+                "hvdsparse: sparse allreduce '%s': rank %d ran %s over %d elements, this rank %s "
+                "over %d; every rank must ask for the same algorithm on tensors of the same size"
+                % (name, r, _algorithm_of(head, ib), _n_of(head, ib), _algorithm_of(me, ib),
+                   _n_of(me, ib)))
+    return starts
+
+
+def _n_of(head, ib):
+    return int(head[:ib].view(torch.int32 if ib == 4 else torch.int64)[0])
+
+
+def _algorithm_of(head, ib):
+    code = int(head[ib])
+    return ALGORITHMS[code - 1] if 1 <= code <= len(ALGORITHMS) else "an unknown algorithm"
+
+
+def split_into_async(values, indices, out, name, op, prescale, postscale, process_set, algorithm):
+    """Starts the sparse allreduce of (values, flat indices) with algorithm (one of ALGORITHMS)
+    and the dense result written into out (contiguous, on the device of values); returns a
+    ChainedHandle for hvd.synchronize(), which returns out."""
+    algorithm = requested_algorithm(algorithm)
+    n, parts, me = out.numel(), process_set.size(), process_set.rank()
+    wire = torch.int32 if wire_index_dtype(n) == _lib.INT32 else torch.int64
+    idx = indices.to(device=out.device, dtype=wire)
+    vals = values.to(device=out.device, dtype=out.dtype)
+    sent = vals != 0  # the GPU selection's padding; a selected value is never zero
+    idx, vals = idx[sent], vals[sent]
+    inside = (idx >= 0) & (idx < n)
+    bad = not bool(inside.all())
+    zen_key = _lib.lib().hvds_zen_key() if algorithm == "zen" else 0
+    owner = owners(idx.clamp(0, max(n - 1, 0)), n, parts, algorithm, zen_key)
+    ib = idx.element_size()
+    header = _header(n, algorithm, bad, wire, ib + vals.element_size())
+    send, splits = _push_rows(idx, vals, owner, parts, header)
+    h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_alltoall_async, send, name,
+                                process_set, splits)
+    def received(hh):
+        return _output(hh, 0, key), handles.received_splits(hh)
+    first = _register(h, keep + [send], received, key)
+    pull_name = util.op_name(PULL, name, set_id(process_set))[len(PULL) + 1:]
+
+    def pull(result):
+        recv, rsplits = result
+        starts = _check_headers(recv, rsplits, header, name, ib)
+        lo = range_lo(n, parts, me)
+        length = range_lo(n, parts, me + 1) - lo
+        parts_idx, parts_vals = [], []
+        for r in range(parts):
+            rows = recv[starts[r] + 1:starts[r] + rsplits[r]]
+            i, v = unpack_pairs(rows, wire, vals.dtype, 1)
+            parts_idx.append(i.to(torch.int64))
+            parts_vals.append(v.view(-1) * prescale if prescale != 1.0 else v.view(-1))
+        if algorithm == "dsar_split_allgather":
+            acc = torch.zeros(length, dtype=vals.dtype, device=vals.device)
+            for i, v in zip(parts_idx, parts_vals):
+                acc.index_add_(0, i - lo, v)
+            return _pull_dense(acc, out, op, postscale, pull_name, process_set)
+        union, slot = torch.unique(torch.cat(parts_idx), return_inverse=True)
+        acc = torch.zeros(union.numel(), dtype=vals.dtype, device=vals.device)
+        at = 0
+        for v in parts_vals:  # rank by rank: a part's indices are distinct, the order fixed
+            acc.index_add_(0, slot[at:at + v.numel()], v)
+            at += v.numel()
+        return _pull_pairs(union.to(wire), acc, out, op, postscale, pull_name, process_set)
+
+    stream = torch.cuda.current_stream(out.device) if out.is_cuda else None
+    return chained.chain(first, pull, name or pull_name, stream)
+
+
+def _pull_dense(acc, out, op, postscale, pull_name, process_set):
+    """dsar's pull: the owners' dense ranges, gathered in rank order, are the result."""
+    h, key, keep = _gather_like(PULL, _lib.lib().hvds_allgather_async, acc, pull_name,
+                                process_set)
+
+    def finish(hh):
+        flat = out.view(-1)
+        flat.copy_(_output(hh, 0, key))
+        scale_result(flat, op, process_set.size(), postscale)
+        return out
+    return _register(h, keep + [acc, out], finish, key)
+
+
+def _pull_pairs(union, acc, out, op, postscale, pull_name, process_set):
+    """ssar's and zen's pull: every owner's (index, sum) rows, written into zeros."""
+    rows = pair_rows(union, acc)
+    h, key, keep = _gather_like(PULL, _lib.lib().hvds_allgather_async, rows, pull_name,
+                                process_set)
+
+    def finish(hh):
+        idx, vals = unpack_pairs(_output(hh, 0, key), union.dtype, acc.dtype, 1)
+        flat = out.view(-1)
+        flat.zero_()
+        flat.index_copy_(0, idx.to(torch.int64), vals.view(-1))  # owners' indices are disjoint
+        scale_result(flat, op, process_set.size(), postscale)
+        return out
+    return _register(h, keep + [rows, out], finish, key)

@@ -1,0 +1,208 @@
+"""The split sparse allreduces of a CUDA top-k gradient on the NCCL route (device_split_sparse:
+ssar_split_allgather, dsar_split_allgather and zen from the routed alltoall and allgather). The
+functions take tensors of any device, so these tests run them on CPU tensors through the real
+runtime: results, the owners' rule against the runtime's own, and failures on every rank. This
+proves the control flow and the arithmetic; test/gpu/torch_gpu_checks.py runs them on a GPU."""
+import ctypes
+
+import pytest
+import torch
+
+import hvdsparse.torch as hvd
+from hvdsparse.common import _lib
+from hvdsparse.torch import device_sparse
+from hvdsparse.torch import device_split_sparse as split
+from hvdsparse.torch.split_owners import ZenHash, owners
+from hvdsparse.torch.topk import allreduce_into_async
+
+from conftest import rank_pairs
+
+ALGORITHMS = split.ALGORITHMS
+
+
+def reference(n, ks, op, prescale, postscale, seed=500):
+    want = torch.zeros(n, dtype=torch.float64)
+    for r, k in enumerate(ks):
+        i, v = rank_pairs(r, n, k, seed)
+        want.index_add_(0, i.long(), v)
+    return want * prescale / (len(ks) if op == hvd.Average else 1) * postscale
+
+
+def same_bits_everywhere(t, name):
+    every = hvd.allgather(t.reshape(1, -1), name=name)
+    return bool((every == every[0]).all())
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("op,prescale,postscale", [(hvd.Sum, 1.0, 1.0), (hvd.Average, 2.0, 0.5)])
+def test_split_algorithms_equal_the_sum_of_every_ranks_pairs(algorithm, op, prescale, postscale):
+    n, ks = 97, [9 + 3 * r for r in range(hvd.size())]  # counts may differ by rank here
+    want = reference(n, ks, op, prescale, postscale)
+    idx, vals = rank_pairs(hvd.rank(), n, ks[hvd.rank()])
+    out = torch.full((97,), 99.0, dtype=torch.float64)  # stale values must not survive
+    h = split.split_into_async(vals, idx, out, "split.%s.%d" % (algorithm, op), op, prescale,
+                               postscale, hvd.global_process_set, algorithm)
+    assert isinstance(h, hvd.mpi_ops.ChainedHandle)
+    got = hvd.synchronize(h)
+    assert got is out
+    if op == hvd.Sum:  # integers: exact
+        assert torch.equal(out, want)
+    else:
+        torch.testing.assert_close(out, want, rtol=1e-15, atol=0)
+    assert hvd.poll(h)
+    assert same_bits_everywhere(out, "split.check.%s.%d" % (algorithm, op))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_split_algorithms_equal_the_runtimes_own(algorithm):
+    """The same pairs through the runtime's sparse path with the same algorithm (the staged
+    path a CUDA gradient took before): the same values."""
+    n, k = 1000, 40
+    idx, vals = rank_pairs(hvd.rank(), n, k, seed=900)
+    ours = torch.zeros(n, dtype=torch.float64)
+    theirs = torch.zeros(n, dtype=torch.float64)
+    hvd.synchronize(split.split_into_async(vals, idx, ours, "split.ours." + algorithm,
+                                           hvd.Average, 1.0, 1.0, hvd.global_process_set,
+                                           algorithm))
+    sent = vals != 0
+    hvd.synchronize(allreduce_into_async(vals[sent], idx[sent], theirs,
+                                         "split.theirs." + algorithm, hvd.Average, 1.0, 1.0,
+                                         hvd.global_process_set, algorithm))
+    torch.testing.assert_close(ours, theirs, rtol=1e-15, atol=0)
+
+
+def test_empty_ranks_a_tiny_tensor_and_unnamed_calls():
+    """n below the number of ranks (an owner with an empty range), a rank with nothing to send,
+    and no name (the pull's name is derived in call order, as Horovod's unnamed ones)."""
+    for algorithm in ALGORITHMS:
+        n = 2
+        k = 0 if hvd.rank() == 1 else 1
+        idx = torch.tensor([hvd.rank() % n] * k, dtype=torch.int32)
+        vals = torch.tensor([float(hvd.rank() + 1)] * k, dtype=torch.float64)
+        out = torch.zeros(n, dtype=torch.float64)
+        hvd.synchronize(split.split_into_async(vals, idx, out, None, hvd.Sum, 1.0, 1.0,
+                                               hvd.global_process_set, algorithm))
+        want = torch.zeros(n, dtype=torch.float64)
+        for r in range(hvd.size()):
+            if r != 1:
+                want[r % n] += r + 1
+        assert torch.equal(out, want), algorithm
+
+
+def test_ranks_may_synchronize_in_different_orders():
+    """The pull is enqueued by the chain's thread, not by synchronize: rank 0 waits for b first,
+    the others for a first, and neither waits forever."""
+    n = 64
+    idx, vals = rank_pairs(hvd.rank(), n, 8)
+    outs = [torch.zeros(n, dtype=torch.float64) for _ in range(2)]
+    hs = [split.split_into_async(vals, idx, outs[i], "split.order.%d" % i, hvd.Sum, 1.0, 1.0,
+                                 hvd.global_process_set, ALGORITHMS[i]) for i in range(2)]
+    order = [1, 0] if hvd.rank() == 0 else [0, 1]
+    for i in order:
+        hvd.synchronize(hs[i])
+    want = reference(n, [8] * hvd.size(), hvd.Sum, 1.0, 1.0)
+    assert torch.equal(outs[0], want) and torch.equal(outs[1], want)
+
+
+def test_a_process_set_splits_among_its_members():
+    ps = hvd.add_process_set([0, 1])
+    try:
+        if ps.included():
+            n = 50
+            idx, vals = rank_pairs(ps.rank(), n, 7)
+            out = torch.zeros(n, dtype=torch.float64)
+            hvd.synchronize(split.split_into_async(vals, idx, out, "split.ps", hvd.Sum, 1.0,
+                                                   1.0, ps, "zen"))
+            assert torch.equal(out, reference(n, [7, 7], hvd.Sum, 1.0, 1.0))
+    finally:
+        hvd.remove_process_set(ps)
+
+
+def test_different_algorithms_fail_every_rank_naming_the_rank():
+    algorithm = "zen" if hvd.rank() == 0 else "ssar_split_allgather"
+    out = torch.zeros(30, dtype=torch.float64)
+    idx, vals = rank_pairs(hvd.rank(), 30, 4)
+    h = split.split_into_async(vals, idx, out, "split.mixed", hvd.Sum, 1.0, 1.0,
+                               hvd.global_process_set, algorithm)
+    other = "rank 1 ran ssar_split_allgather" if hvd.rank() == 0 else "rank 0 ran zen"
+    with pytest.raises(ValueError, match="'split.mixed': %s over 30 elements, this rank" % other):
+        hvd.synchronize(h)
+
+
+def test_an_index_outside_the_tensor_fails_every_rank_naming_the_sender():
+    idx, vals = rank_pairs(hvd.rank(), 30, 4)
+    if hvd.rank() == 1:
+        idx[0] = 30
+    out = torch.zeros(30, dtype=torch.float64)
+    h = split.split_into_async(vals, idx, out, "split.bad", hvd.Sum, 1.0, 1.0,
+                               hvd.global_process_set, "dsar_split_allgather")
+    with pytest.raises(ValueError, match="'split.bad': rank 1 sent an index outside the "
+                                         "tensor's 30 elements"):
+        hvd.synchronize(h)
+
+
+def test_beside_the_runtimes_path_the_names_clash_on_every_rank():
+    """A rank on the route where another took the runtime's sparse path under the same name:
+    negotiation fails on both (an alltoall against a sparse allreduce), nobody waits."""
+    idx, vals = rank_pairs(hvd.rank(), 30, 4)
+    out = torch.zeros(30, dtype=torch.float64)
+    with pytest.raises(hvd.HorovodInternalError, match="sparse_allreduce.split.clash"):
+        if hvd.rank() == 0:
+            sent = vals != 0
+            hvd.synchronize(allreduce_into_async(vals[sent], idx[sent], out, "split.clash",
+                                                 hvd.Sum, 1.0, 1.0, hvd.global_process_set,
+                                                 "zen"))
+        else:
+            hvd.synchronize(split.split_into_async(vals, idx, out, "split.clash", hvd.Sum, 1.0,
+                                                   1.0, hvd.global_process_set, "zen"))
+
+
+def test_zen_owners_are_the_runtimes():
+    """The job's key is the same on every rank, and the torch permutation and owners equal the
+    runtime's hvds__zen_hash and hvds__zen_owner bit for bit."""
+    key = _lib.lib().hvds_zen_key()
+    assert key != 0
+    keys = hvd.allgather(torch.tensor([key - (1 << 64) if key >= 1 << 63 else key]),
+                         name="split.zen_key")
+    assert bool((keys == keys[0]).all())
+
+    class Hash(ctypes.Structure):
+        _fields_ = [("dim", ctypes.c_uint64), ("half", ctypes.c_int), ("mask", ctypes.c_uint64),
+                    ("key", ctypes.c_uint64 * 4)]
+    lib = _lib.lib()
+    lib.hvds__zen_hash_init.argtypes = [ctypes.POINTER(Hash), ctypes.c_uint64, ctypes.c_uint64]
+    lib.hvds__zen_hash.restype = ctypes.c_uint64
+    lib.hvds__zen_hash.argtypes = [ctypes.POINTER(Hash), ctypes.c_uint64]
+    lib.hvds__zen_owner.argtypes = [ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64]
+    for dim, parts in [(1, 2), (3, 3), (1000, 4), (1 << 24, 16), (3_000_000_007, 5)]:
+        h = Hash()
+        lib.hvds__zen_hash_init(ctypes.byref(h), dim, key)
+        x = torch.unique(torch.randint(0, dim, (500,), dtype=torch.int64))
+        hashed = [lib.hvds__zen_hash(ctypes.byref(h), int(v)) for v in x]
+        assert ZenHash(dim, key)(x).tolist() == hashed
+        assert owners(x, dim, parts, "zen", key).tolist() == [
+            lib.hvds__zen_owner(dim, parts, y) for y in hashed]
+    x = torch.arange(10)  # ranges start at floor(j * 10 / 3): 0, 3, 6
+    assert owners(x, 10, 3, "ssar_split_allgather", 0).tolist() == [0] * 3 + [1] * 3 + [2] * 4
+    assert [split.range_lo(10, 3, j) for j in range(4)] == [0, 3, 6, 10]
+
+
+def test_which_calls_run_here():
+    for algorithm in ALGORITHMS:
+        assert split.runs_here(algorithm, hvd.Sum, 0)
+        assert not split.runs_here(algorithm, hvd.Max, 0)
+        assert not split.runs_here(algorithm, hvd.Average, 4)  # quantized: the runtime's path
+    for algorithm in (None, "auto", "dense", "allgather", "ssar_recursive_doubling"):
+        assert not split.runs_here(algorithm, hvd.Sum, 0)
+
+
+@pytest.mark.parametrize("index_dtype,value_dtype", [(torch.int32, torch.float64),
+                                                     (torch.int64, torch.float16)])
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_pairs_survive_their_rows_of_bytes(index_dtype, value_dtype, rows):
+    """Rows whose width is no multiple of the value's size, one row or none included."""
+    idx = torch.arange(rows, dtype=index_dtype) * 7
+    vals = (torch.arange(rows) - 1.5).to(value_dtype)
+    i, v = device_sparse.unpack_pairs(device_sparse.pair_rows(idx, vals), index_dtype,
+                                      value_dtype, 1)
+    assert torch.equal(i, idx) and torch.equal(v.view(-1), vals)
