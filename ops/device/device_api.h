@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define HVDS_DEVICE_API_VERSION 10
+#define HVDS_DEVICE_API_VERSION 11
 #define HVDS_DEVICE_API_SYMBOL "hvds_device_api"
 #define HVDS_DEVICE_LIBRARY_NAME "libhvdsparse_device.so"
 /* The oldest NCCL the backend uses (ncclGetLastError, ncclInProgress). */
@@ -139,6 +139,17 @@ typedef struct {
   /* Version 10: a framework that cannot name its stream (TensorFlow through DLPack). */
   /* Returns once every stream of GPU device has finished the work queued so far. -1 with why. */
   int (*synchronize)(int device, char* why, size_t why_len);
+
+  /* Version 11: the quantizer on the GPU (the cuda/ kernels), for the quantized gathers a
+   * binding builds from routed collectives. */
+  /* hvds__quant_encode() (ops/quantize.h) of n values of dtype at src into the
+   * hvds__quant_bytes(n, bits) bytes at dst, all memory of GPU device, queued on stream; the host
+   * does not wait. The CPU encoder's bytes for the same values, bits and seed. -1 with why. */
+  int (*quant_encode)(int device, int64_t stream, const void* src, size_t n, int dtype, int bits,
+                      uint64_t seed, void* dst, char* why, size_t why_len);
+  /* hvds__quant_decode() of n values encoded at bits from src into dst as dtype, likewise. */
+  int (*quant_decode)(int device, int64_t stream, const void* src, size_t n, int bits, int dtype,
+                      void* dst, char* why, size_t why_len);
 } hvds_device_api_t;
 
 typedef const hvds_device_api_t* (*hvds_device_api_fn)(void);

@@ -7,6 +7,7 @@
 #include "current_device.h"
 #include "device_api.h"
 #include "device_events.h"
+#include "device_quant.h"
 #include "device_route.h"
 #include "device_topk.h"
 #include "nccl_backend.h"
@@ -110,6 +111,8 @@ static const hvds_device_api_t table = {
     .comm_pair = hvds__route_comm_pair,
     .topk_feedback = hvds__device_topk_feedback,
     .synchronize = synchronize,
+    .quant_encode = hvds__device_quant_encode,
+    .quant_decode = hvds__device_quant_decode,
 };
 
 __attribute__((visibility("default"))) const hvds_device_api_t* hvds_device_api(void) {

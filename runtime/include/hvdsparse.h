@@ -366,6 +366,26 @@ hvds_result_t hvds_topk_feedback_device(int32_t device, int64_t stream, void* ac
                                         hvds_dtype_t dtype, int64_t n, int64_t k, void* indices,
                                         hvds_dtype_t index_dtype, void* values);
 
+/* ---- Stochastic quantization (the sparse path's; docs/compression.md) ---- */
+/* Bytes of n values encoded at bits (2, 4 or 8): a float32 scale per 1024 values and bits per
+ * value, padded to a multiple of 8; 0 for n <= 0 or another width. */
+int64_t hvds_quantized_bytes(int64_t n, int32_t bits);
+/* Encodes n values of dtype (FLOAT16, BFLOAT16, FLOAT32 or FLOAT64) at src into the
+ * hvds_quantized_bytes(n, bits) bytes at dst, rounded stochastically with draws from seed: the
+ * bytes of the runtime's quantized sparse gathers. device -1: host memory, on the caller's
+ * thread; device >= 0: memory of that GPU, queued on stream (a cudaStream_t as an integer) by
+ * the device library's kernel, the host not waiting; the same bytes either way. Needs no
+ * hvds_init(). HVDS_INVALID_ARGUMENT (named; nothing written) for another width or dtype, a
+ * negative n or a NULL buffer; HVDS_NOT_SUPPORTED for a GPU without the device library;
+ * HVDS_SYSTEM_ERROR with CUDA's reason. */
+hvds_result_t hvds_quantize(int32_t device, int64_t stream, const void* src, int64_t n,
+                            hvds_dtype_t dtype, int32_t bits, uint64_t seed, void* dst);
+/* Decodes n values encoded at bits from src into dst as dtype; device and stream as
+ * hvds_quantize(). Deterministic: the same bytes decode to the same values everywhere (a bucket
+ * that held NaN or an infinity decodes to NaN). */
+hvds_result_t hvds_dequantize(int32_t device, int64_t stream, const void* src, int64_t n,
+                              int32_t bits, hvds_dtype_t dtype, void* dst);
+
 /* ---- Helpers ---- */
 size_t hvds_dtype_size(hvds_dtype_t dtype);
 const char* hvds_dtype_name(hvds_dtype_t dtype); /* Horovod's names: "FLOAT32", ... */

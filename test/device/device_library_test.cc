@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -139,6 +140,28 @@ TEST(DeviceLibrary, TopKOnAGpuAndTheRouteNeedTheLibrary) {
       setenv("HVDSPARSE_GPU_OPERATIONS", mode, 1);
       EXPECT_EQ(hvds_gpu_operations_routed(), std::string(mode) == "nccl") << mode;
     });
+}
+
+// The quantizer: host memory needs nothing, a GPU needs the library.
+TEST(DeviceLibrary, TheQuantizerOnAGpuNeedsTheLibrary) {
+  InChild("/nonexistent/libhvdsparse_device.so", [] {
+    float v[4] = {1, -2, 3, -4};
+    uint8_t q[16];
+    memset(q, 0xAB, sizeof q);
+    EXPECT_EQ(hvds_quantize(0, 0, v, 4, HVDS_FLOAT32, 8, 1, q), HVDS_NOT_SUPPORTED);
+    std::string err = hvds_last_error();
+    EXPECT_NE(err.find("hvds_quantize on GPU 0: no device library: "
+                       "/nonexistent/libhvdsparse_device.so"),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(q[0], 0xAB) << "nothing written";
+    EXPECT_EQ(hvds_dequantize(0, 0, q, 4, 8, HVDS_FLOAT32, v), HVDS_NOT_SUPPORTED);
+    EXPECT_EQ(v[3], -4) << "nothing written";
+    ASSERT_EQ(hvds_quantize(-1, 0, v, 4, HVDS_FLOAT32, 8, 1, q), HVDS_SUCCESS) << hvds_last_error();
+    float back[4];
+    ASSERT_EQ(hvds_dequantize(-1, 0, q, 4, 8, HVDS_FLOAT32, back), HVDS_SUCCESS);
+    EXPECT_EQ(back[3], -4) << "the bucket's max is on the grid";
+  });
 }
 
 // hvds_device_synchronize: the CPU needs nothing, a GPU needs the library, which waits on that

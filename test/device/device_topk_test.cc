@@ -14,29 +14,6 @@ namespace {
 
 using namespace hvds_test;  // NOLINT: the shared helpers of gpu_tensors.h
 
-// Bytes in the fake GPU memory of device, freed with this.
-class DeviceBytes {
- public:
-  DeviceBytes(const void* host, size_t bytes, int device) : bytes_(bytes) {
-    p_ = Fake::Get().alloc(bytes, device);
-    if (host != nullptr) Fake::Get().write(p_, host, bytes);
-  }
-  ~DeviceBytes() { Fake::Get().free(p_); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  void* get() const { return p_; }
-  template <class T>
-  std::vector<T> Read() const {
-    std::vector<T> v(bytes_ / sizeof(T));
-    Fake::Get().read(v.data(), p_, bytes_);
-    return v;
-  }
-
- private:
-  size_t bytes_;
-  void* p_;
-};
-
 TEST(DeviceTopK, EqualsTheCpuSelectionOnTheCallersStream) {
   // Ties (|3| three times), signs, zeros: the rules the CPU and the kernel share.
   std::vector<double> acc = {0, -3, 1, 3, 0.5, -7, 3, 0, 2, -0.25};

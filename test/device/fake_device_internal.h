@@ -30,6 +30,10 @@ void fake_event_settle(fake_event_t* ev);
 
 /* The GPU of the allocation holding p, or -1. */
 int fake_device_of(const void* p);
+/* 0 when p is NULL or memory of GPU device, else -1 with why naming what (as CUDA refuses
+ * another GPU's memory); who names the caller. */
+int fake_device_check_memory(int device, const void* p, const char* who, const char* what,
+                             char* why, size_t why_len);
 
 void* fake_route_context(int device, int timeout_ms, char* why, size_t why_len);
 void* fake_route_comm_create(void* context, int rank, int size, hvds_device_bcast_fn bcast,
@@ -65,5 +69,12 @@ int fake_topk_feedback(int device, int64_t stream, void* acc, const void* grad, 
                        size_t why_len);
 /* Counts a top-k selection queued on stream (fake_device_stats_t). */
 void fake_device_count_topk(int64_t stream);
+
+int fake_quant_encode(int device, int64_t stream, const void* src, size_t n, int dtype, int bits,
+                      uint64_t seed, void* dst, char* why, size_t why_len);
+int fake_quant_decode(int device, int64_t stream, const void* src, size_t n, int bits, int dtype,
+                      void* dst, char* why, size_t why_len);
+/* Counts a quantizer call queued on stream (fake_device_stats_t). */
+void fake_device_count_quant(int64_t stream);
 
 #endif /* HVDS_TEST_FAKE_DEVICE_INTERNAL_H_ */

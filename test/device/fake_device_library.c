@@ -173,6 +173,8 @@ static const hvds_device_api_t table = {
     .comm_pair = fake_route_comm_pair,
     .topk_feedback = fake_topk_feedback,
     .synchronize = synchronize,
+    .quant_encode = fake_quant_encode,
+    .quant_decode = fake_quant_decode,
 };
 
 EXPORT const hvds_device_api_t* hvds_device_api(void) { return &table; }
@@ -233,6 +235,13 @@ int fake_device_of(const void* p) {
   return device;
 }
 
+int fake_device_check_memory(int device, const void* p, const char* who, const char* what,
+                             char* why, size_t why_len) {
+  if (p == NULL || fake_device_of(p) == device) return 0;
+  snprintf(why, why_len, "fake %s: %s is not memory of GPU %d", who, what, device);
+  return -1;
+}
+
 EXPORT void fake_device_write(void* device_memory, const void* host, size_t bytes) {
   direct_copy(device_memory, host, device_memory, bytes);
 }
@@ -252,6 +261,13 @@ void fake_device_count_topk(int64_t stream) {
   pthread_mutex_lock(&mu);
   stats.topk_calls++;
   stats.last_topk_stream = stream;
+  pthread_mutex_unlock(&mu);
+}
+
+void fake_device_count_quant(int64_t stream) {
+  pthread_mutex_lock(&mu);
+  stats.quant_calls++;
+  stats.last_quant_stream = stream;
   pthread_mutex_unlock(&mu);
 }
 

@@ -19,6 +19,8 @@ typedef struct {
   int64_t last_topk_stream; /* the stream of the last one */
   long synchronizes;        /* whole-GPU waits (synchronize) */
   int last_synchronized_device; /* the GPU of the last one */
+  long quant_calls;             /* quantizer calls (quant_encode, quant_decode) */
+  int64_t last_quant_stream;    /* the stream of the last one */
 } fake_device_stats_t;
 
 typedef void* (*fake_device_alloc_fn)(size_t bytes, int device);

@@ -49,9 +49,7 @@ static uint64_t key(const char* p, int f64, size_t i) {
 
 /* Each buffer must be this GPU's fake memory, as CUDA would refuse another GPU's. */
 static int on(int device, const void* p, const char* what, char* why, size_t why_len) {
-  if (p == NULL || fake_device_of(p) == device) return 0;
-  snprintf(why, why_len, "fake topk: %s is not memory of GPU %d", what, device);
-  return -1;
+  return fake_device_check_memory(device, p, "topk", what, why, why_len);
 }
 
 int fake_topk_feedback(int device, int64_t stream, void* acc, const void* grad, int dtype, size_t n,

@@ -47,6 +47,29 @@ struct Fake {
   }
 };
 
+// Bytes in the fake GPU memory of device, freed with this.
+class DeviceBytes {
+ public:
+  DeviceBytes(const void* host, size_t bytes, int device) : bytes_(bytes) {
+    p_ = Fake::Get().alloc(bytes, device);
+    if (host != nullptr) Fake::Get().write(p_, host, bytes);
+  }
+  ~DeviceBytes() { Fake::Get().free(p_); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  void* get() const { return p_; }
+  template <class T>
+  std::vector<T> Read() const {
+    std::vector<T> v(bytes_ / sizeof(T));
+    Fake::Get().read(v.data(), p_, bytes_);
+    return v;
+  }
+
+ private:
+  size_t bytes_;
+  void* p_;
+};
+
 // A float32 tensor in the fake GPU memory of device.
 class DeviceTensor {
  public:

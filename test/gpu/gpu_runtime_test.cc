@@ -345,6 +345,40 @@ TEST_F(Routed, TopKOnTheGpuEqualsTheCpuSelection) {
   cudaFree(d_acc), cudaFree(d_grad), cudaFree(d_vals), cudaFree(d_idx);
 }
 
+// hvds_quantize / hvds_dequantize on the GPU through the device library: behind a delayed
+// producer, the bytes and values of the host's coder.
+TEST_F(Routed, TheQuantizerOnTheGpuGivesTheHostsBytes) {
+  const int64_t n = 3 * 1024 + 77;
+  const int bits = 4;
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; i++) v[i] = (float)((i * 7919) % 2001 - 1000) / 16;
+  const int64_t qb = hvds_quantized_bytes(n, bits);
+  float *d_v = nullptr, *d_back = nullptr;
+  uint8_t* d_q = nullptr;
+  CUDA_OK(cudaMalloc(&d_v, n * 4));
+  CUDA_OK(cudaMalloc(&d_back, n * 4));
+  CUDA_OK(cudaMalloc(&d_q, qb));
+  int ms = delay_ms_;
+  CUDA_OK(cudaLaunchHostFunc(stream_, Sleep, &ms));
+  CUDA_OK(cudaMemcpyAsync(d_v, v.data(), n * 4, cudaMemcpyHostToDevice, stream_));
+  int64_t s = (int64_t)(intptr_t)stream_;
+  ASSERT_EQ(hvds_quantize(0, s, d_v, n, HVDS_FLOAT32, bits, 99, d_q), HVDS_SUCCESS)
+      << hvds_last_error();
+  ASSERT_EQ(hvds_dequantize(0, s, d_q, n, bits, HVDS_FLOAT32, d_back), HVDS_SUCCESS)
+      << hvds_last_error();
+  std::vector<uint8_t> got_q(qb), want_q(qb);
+  std::vector<float> got_back(n), want_back(n);
+  CUDA_OK(cudaMemcpyAsync(got_q.data(), d_q, qb, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaMemcpyAsync(got_back.data(), d_back, n * 4, cudaMemcpyDeviceToHost, stream_));
+  CUDA_OK(cudaStreamSynchronize(stream_));
+  ASSERT_EQ(hvds_quantize(-1, 0, v.data(), n, HVDS_FLOAT32, bits, 99, want_q.data()), HVDS_SUCCESS);
+  ASSERT_EQ(hvds_dequantize(-1, 0, want_q.data(), n, bits, HVDS_FLOAT32, want_back.data()),
+            HVDS_SUCCESS);
+  EXPECT_EQ(got_q, want_q);
+  EXPECT_EQ(got_back, want_back);
+  cudaFree(d_v), cudaFree(d_back), cudaFree(d_q);
+}
+
 // Median microseconds of reps calls of fn.
 template <class F>
 double MedianUs(F fn, int reps) {

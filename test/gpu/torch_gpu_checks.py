@@ -173,27 +173,33 @@ def split_pairs(r, n, k):
 
 
 def check_split_sparse(dev, out, n=1 << 20, k=4096):
-    """Each split sparse algorithm through the optimizer's entry for top-k pairs: on the NCCL
-    route it runs on the GPU (device_split_sparse, a ChainedHandle), staged otherwise; the
-    result equals the sum of every rank's pairs computed on the CPU."""
+    """Each split sparse algorithm through the optimizer's entry for top-k pairs, exact and with
+    4-bit values: on the NCCL route it runs on the GPU (device_split_sparse, a ChainedHandle;
+    the quantizer's kernels), staged otherwise; the result equals the sum of every rank's pairs
+    computed on the CPU (quantized: within one step of 7 levels)."""
     from hvdsparse.torch import chained, topk
     want = torch.zeros(n, dtype=torch.float64)
     for r in range(hvd.size()):
         i, v = split_pairs(r, n, k)
         want.index_add_(0, i, v)
+    step = float(want.abs().max()) / 7
     on_route = dev.type == "cuda" and basics.gpu_operations_routed()
     errs, ran = [], {}
     for algorithm in ("ssar_split_allgather", "dsar_split_allgather", "zen"):
-        idx, vals = split_pairs(hvd.rank(), n, k)
-        res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
-        h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + algorithm,
-                                      hvd.Sum, 1.0, 1.0, hvd.global_process_set, algorithm)
-        ran[algorithm] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
-        got = hvd.synchronize(h)
-        if got.device != res.device or not torch.equal(got.cpu(), want):
-            errs.append(algorithm)
-        if on_route != (ran[algorithm] == "gpu"):
-            errs.append(algorithm + " ran " + ran[algorithm])
+        for bits in (0, 4):
+            idx, vals = split_pairs(hvd.rank(), n, k)
+            res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
+            what = "%s.%d" % (algorithm, bits)
+            h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + what,
+                                          hvd.Sum, 1.0, 1.0, hvd.global_process_set, algorithm,
+                                          bits)
+            ran[what] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
+            got = hvd.synchronize(h)
+            err = float((got.cpu() - want).abs().max())
+            if got.device != res.device or err > (step * (1 + 1e-6) if bits else 0):
+                errs.append(what)
+            if on_route != (ran[what] == "gpu"):
+                errs.append(what + " ran " + ran[what])
     record(out, "split_sparse", not errs, wrong=errs, ran=ran)
 
 

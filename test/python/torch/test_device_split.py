@@ -5,13 +5,16 @@ runtime: results, the owners' rule against the runtime's own, and failures on ev
 proves the control flow and the arithmetic; test/gpu/torch_gpu_checks.py runs them on a GPU."""
 import ctypes
 
+import numpy as np
 import pytest
 import torch
 
 import hvdsparse.torch as hvd
 from hvdsparse.common import _lib
+from hvdsparse.common import quantize as qref
 from hvdsparse.torch import device_sparse
 from hvdsparse.torch import device_split_sparse as split
+from hvdsparse.torch import quantizer
 from hvdsparse.torch.split_owners import ZenHash, owners
 from hvdsparse.torch.topk import allreduce_into_async
 
@@ -190,8 +193,8 @@ def test_zen_owners_are_the_runtimes():
 def test_which_calls_run_here():
     for algorithm in ALGORITHMS:
         assert split.runs_here(algorithm, hvd.Sum, 0)
+        assert split.runs_here(algorithm, hvd.Average, 4)  # the owner quantizes its part
         assert not split.runs_here(algorithm, hvd.Max, 0)
-        assert not split.runs_here(algorithm, hvd.Average, 4)  # quantized: the runtime's path
     for algorithm in (None, "auto", "dense", "allgather", "ssar_recursive_doubling"):
         assert not split.runs_here(algorithm, hvd.Sum, 0)
 
@@ -206,3 +209,57 @@ def test_pairs_survive_their_rows_of_bytes(index_dtype, value_dtype, rows):
     i, v = device_sparse.unpack_pairs(device_sparse.pair_rows(idx, vals), index_dtype,
                                       value_dtype, 1)
     assert torch.equal(i, idx) and torch.equal(v.view(-1), vals)
+
+
+# ---- quantized gathers ------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_the_quantizer_gives_the_runtimes_bytes(dtype, bits):
+    g = torch.Generator().manual_seed(bits)
+    x = (torch.randn(2500, generator=g) * 3).to(dtype)
+    q = quantizer.quantize(x, bits, 12345)
+    assert q.dtype == torch.uint8 and q.numel() == quantizer.encoded_bytes(2500, bits)
+    want = qref.encode(x.double().numpy() if dtype == torch.float16 else x.numpy(), bits, 12345)
+    if dtype != torch.float16:  # the reference takes float32 and float64 as they are
+        assert np.array_equal(q.numpy(), want)
+    back = quantizer.dequantize(q, 2500, bits, dtype)
+    assert back.dtype == dtype
+    bound = torch.from_numpy(qref.error_bound(x.double().numpy(), bits))
+    if dtype == torch.float16:  # the decoded value is rounded to float16 once more
+        bound = bound + x.double().abs() * 2.0 ** -10
+    assert bool(((back.double() - x.double()).abs() <= bound * (1 + 1e-6)).all())
+    with pytest.raises(ValueError, match="quantize.*bits must be 2, 4 or 8, not 3"):
+        quantizer.quantize(x, 3, 1)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_quantized_gathers_stay_within_the_quantizers_bound(algorithm, bits):
+    """The owner quantizes its summed part once and every rank decodes every part: the result
+    is the exact sum within one quantization step of its bucket, the same bits on every rank,
+    and its zeros (no rank sent the index) stay zeros."""
+    n, k = 3000, 300
+    want = reference(n, [k] * hvd.size(), hvd.Average, 1.0, 1.0, seed=70)
+    idx, vals = rank_pairs(hvd.rank(), n, k, seed=70)
+    out = torch.full((n,), 5.0, dtype=torch.float64)
+    hvd.synchronize(split.split_into_async(vals, idx, out, "splitq.%s.%d" % (algorithm, bits),
+                                           hvd.Average, 1.0, 1.0, hvd.global_process_set,
+                                           algorithm, bits))
+    step = float(want.abs().max()) / qref.levels(bits)
+    assert float((out - want).abs().max()) <= step * (1 + 1e-6)
+    assert bool((out[want == 0] == 0).all())
+    if bits == 8:  # at 127 levels most values move; at 2 bits most round to 0 or a scale
+        assert float((out - want).abs().max()) > 0
+    assert same_bits_everywhere(out, "splitq.check.%s.%d" % (algorithm, bits))
+
+
+def test_ranks_asking_different_widths_fail_every_rank():
+    bits = 4 if hvd.rank() == 0 else 8
+    idx, vals = rank_pairs(hvd.rank(), 30, 4)
+    out = torch.zeros(30, dtype=torch.float64)
+    h = split.split_into_async(vals, idx, out, "splitq.mixed", hvd.Sum, 1.0, 1.0,
+                               hvd.global_process_set, "zen", bits)
+    other = ("rank 1 ran zen with 8-bit values" if hvd.rank() == 0
+             else "rank 0 ran zen with 4-bit values")
+    with pytest.raises(ValueError, match="'splitq.mixed': %s over 30 elements" % other):
+        hvd.synchronize(h)

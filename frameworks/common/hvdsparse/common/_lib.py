@@ -190,10 +190,14 @@ _SIGNATURES = {
                                 _I32P]),
     "hvds_topk_feedback_device": (_I, [_I32, _I64, _P, _P, _I, _I64, _I64, _P, _I, _P]),
     "hvds_zen_key": (_c.c_uint64, []),
+    "hvds_quantized_bytes": (_I64, [_I64, _I32]),
+    "hvds_quantize": (_I, [_I32, _I64, _P, _I64, _I, _I32, _c.c_uint64, _P]),
+    "hvds_dequantize": (_I, [_I32, _I64, _P, _I64, _I32, _I, _P]),
 }
 # Bound when the library has them; has(name) says which (a library built before them loads).
 _OPTIONAL = {"hvds_sparse_allreduce_async", "hvds_handle_sparse_result", "hvds_topk_feedback",
-             "hvds_topk_feedback_device", "hvds_zen_key",
+             "hvds_topk_feedback_device", "hvds_zen_key", "hvds_quantized_bytes",
+             "hvds_quantize", "hvds_dequantize",
              "hvds_set_shutdown_reason", "hvds_elastic_hosts_updated"}
 
 _LIBNAME = "libhvdsparse.so"

@@ -7,19 +7,20 @@ Push: each rank drops the GPU selection's padding (index 0, value 0), finds ever
 (split_owners: equal index ranges, or ZEN's hashed ranges under the job's key), sorts its pairs by
 owner and sends them with one alltoall of rows of bytes, named as the sparse allreduce (a rank
 that took another path fails negotiation with it). Each part starts with a header row (the dense
-size, the algorithm, whether every index of the sender lay inside the tensor) that every receiver
+size, the algorithm and quantizer width, whether every index of the sender lay inside the tensor) that every receiver
 checks, so ranks that disagree fail together instead of mixing partitions.
 Reduce: the owner adds the parts in rank order, prescaled: dsar into a dense accumulator of its
 range, ssar and zen into one slot per distinct index it received.
 Pull, once the alltoall is done everywhere (enqueued by chained's thread, so it never waits for
-the order of the ranks' synchronize calls): dsar allgathers the dense ranges, whose concatenation
-in rank order is the result; ssar and zen allgather the owners' (index, sum) rows and every rank
-writes them into zeros. Average then divides by the size, postscale multiplies. Every rank gets
-the same bits: each index is summed by its one owner.
+the order of the ranks' synchronize calls; split_pulls): dsar allgathers the dense ranges, ssar
+and zen the owners' (index, sum) pairs, quantized by the owner with quantize_bits. Every rank
+gets the same bits: each index is summed by its one owner, each part encoded once.
 
 Unlike the runtime's versions: no fold to a power of two (the routed collectives take any number
-of ranks), no dense parts or hash bitmaps on the wire, no packed or quantized pull. Reading the
-parts' sizes for the alltoall waits, on the host, for the selection queued on the GPU."""
+of ranks), no dense parts, hash bitmaps or delta-coded indices on the wire. Reading the parts'
+sizes for the alltoall waits, on the host, for the selection queued on the GPU."""
+import itertools
+
 import torch
 
 from hvdsparse.common import _lib, handles, util
@@ -28,32 +29,29 @@ from hvdsparse.common.process_sets import set_id
 from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
 from hvdsparse.torch import chained
 from hvdsparse.torch.dense_enqueue import _gather_like
-from hvdsparse.torch.device_sparse import pair_rows, scale_result, unpack_pairs
+from hvdsparse.torch.device_sparse import pair_rows, unpack_pairs
 from hvdsparse.torch.handles import _output, _register
-from hvdsparse.torch.split_owners import owners
+from hvdsparse.torch.split_owners import mix64_int, owners
+from hvdsparse.torch.split_pulls import PULL, pull_dense, pull_pairs, range_lo
 
 ALGORITHMS = ("ssar_split_allgather", "dsar_split_allgather", "zen")
 _CODE = {a: i + 1 for i, a in enumerate(ALGORITHMS)}
-PULL = "sparse_allreduce_pull"  # the second collective's kind in its name
+_seeds = itertools.count(1)  # one quantizer seed per call, with the job's key and the owner
 
 
-def runs_here(algorithm, op, quant_bits):
-    """True when the call asks for one of these algorithms, Sum or Average, no quantized values."""
-    return requested_algorithm(algorithm) in ALGORITHMS and op in (Sum, Average) and not quant_bits
+def runs_here(algorithm, op, quant_bits=0):
+    """True when the call asks for one of these algorithms with Sum or Average (quantized values
+    or not)."""
+    return requested_algorithm(algorithm) in ALGORITHMS and op in (Sum, Average)
 
 
-def range_lo(n, parts, j):
-    """Start of owner j's range of [0, n) (ops/sparse/sparse_stream.c's rule)."""
-    return n * j // parts
-
-
-def _header(n, algorithm, bad, idx_dtype, width):
-    """The row that opens every part: n as an index, the algorithm's code, 1 when the sender had
-    an index outside [0, n)."""
+def _header(n, algorithm, bits, bad, idx_dtype, width):
+    """The row that opens every part: n as an index, the algorithm's code with the quantizer's
+    width above it, 1 when the sender had an index outside [0, n)."""
     row = torch.zeros(width, dtype=torch.uint8)
     ib = torch.empty(0, dtype=idx_dtype).element_size()
     row[:ib] = torch.tensor([n], dtype=idx_dtype).view(torch.uint8)
-    row[ib] = _CODE[algorithm]
+    row[ib] = _CODE[algorithm] | bits << 4
     row[ib + 1] = 1 if bad else 0
     return row
 
@@ -98,14 +96,17 @@ def _n_of(head, ib):
 
 
 def _algorithm_of(head, ib):
-    code = int(head[ib])
-    return ALGORITHMS[code - 1] if 1 <= code <= len(ALGORITHMS) else "an unknown algorithm"
+    code, bits = int(head[ib]) & 15, int(head[ib]) >> 4
+    name = ALGORITHMS[code - 1] if 1 <= code <= len(ALGORITHMS) else "an unknown algorithm"
+    return name + (" with %d-bit values" % bits if bits else "")
 
 
-def split_into_async(values, indices, out, name, op, prescale, postscale, process_set, algorithm):
+def split_into_async(values, indices, out, name, op, prescale, postscale, process_set, algorithm,
+                     quant_bits=0):
     """Starts the sparse allreduce of (values, flat indices) with algorithm (one of ALGORITHMS)
-    and the dense result written into out (contiguous, on the device of values); returns a
-    ChainedHandle for hvd.synchronize(), which returns out."""
+    and the dense result written into out (contiguous, on the device of values), its gather
+    quantized at quant_bits (0: not); returns a ChainedHandle for hvd.synchronize(), which
+    returns out."""
     algorithm = requested_algorithm(algorithm)
     n, parts, me = out.numel(), process_set.size(), process_set.rank()
     wire = torch.int32 if wire_index_dtype(n) == _lib.INT32 else torch.int64
@@ -115,10 +116,10 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
     idx, vals = idx[sent], vals[sent]
     inside = (idx >= 0) & (idx < n)
     bad = not bool(inside.all())
-    zen_key = _lib.lib().hvds_zen_key() if algorithm == "zen" else 0
+    zen_key = _lib.lib().hvds_zen_key() if algorithm == "zen" or quant_bits else 0
     owner = owners(idx.clamp(0, max(n - 1, 0)), n, parts, algorithm, zen_key)
     ib = idx.element_size()
-    header = _header(n, algorithm, bad, wire, ib + vals.element_size())
+    header = _header(n, algorithm, quant_bits, bad, wire, ib + vals.element_size())
     send, splits = _push_rows(idx, vals, owner, parts, header)
     h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_alltoall_async, send, name,
                                 process_set, splits)
@@ -126,6 +127,7 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
         return _output(hh, 0, key), handles.received_splits(hh)
     first = _register(h, keep + [send], received, key)
     pull_name = util.op_name(PULL, name, set_id(process_set))[len(PULL) + 1:]
+    seed = mix64_int(zen_key ^ (next(_seeds) << 20) ^ me) if quant_bits else 0
 
     def pull(result):
         recv, rsplits = result
@@ -142,43 +144,15 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
             acc = torch.zeros(length, dtype=vals.dtype, device=vals.device)
             for i, v in zip(parts_idx, parts_vals):
                 acc.index_add_(0, i - lo, v)
-            return _pull_dense(acc, out, op, postscale, pull_name, process_set)
+            return pull_dense(acc, out, op, postscale, pull_name, process_set, quant_bits, seed)
         union, slot = torch.unique(torch.cat(parts_idx), return_inverse=True)
         acc = torch.zeros(union.numel(), dtype=vals.dtype, device=vals.device)
         at = 0
         for v in parts_vals:  # rank by rank: a part's indices are distinct, the order fixed
             acc.index_add_(0, slot[at:at + v.numel()], v)
             at += v.numel()
-        return _pull_pairs(union.to(wire), acc, out, op, postscale, pull_name, process_set)
+        return pull_pairs(union.to(wire), acc, out, op, postscale, pull_name, process_set,
+                          quant_bits, seed)
 
     stream = torch.cuda.current_stream(out.device) if out.is_cuda else None
     return chained.chain(first, pull, name or pull_name, stream)
-
-
-def _pull_dense(acc, out, op, postscale, pull_name, process_set):
-    """dsar's pull: the owners' dense ranges, gathered in rank order, are the result."""
-    h, key, keep = _gather_like(PULL, _lib.lib().hvds_allgather_async, acc, pull_name,
-                                process_set)
-
-    def finish(hh):
-        flat = out.view(-1)
-        flat.copy_(_output(hh, 0, key))
-        scale_result(flat, op, process_set.size(), postscale)
-        return out
-    return _register(h, keep + [acc, out], finish, key)
-
-
-def _pull_pairs(union, acc, out, op, postscale, pull_name, process_set):
-    """ssar's and zen's pull: every owner's (index, sum) rows, written into zeros."""
-    rows = pair_rows(union, acc)
-    h, key, keep = _gather_like(PULL, _lib.lib().hvds_allgather_async, rows, pull_name,
-                                process_set)
-
-    def finish(hh):
-        idx, vals = unpack_pairs(_output(hh, 0, key), union.dtype, acc.dtype, 1)
-        flat = out.view(-1)
-        flat.zero_()
-        flat.index_copy_(0, idx.to(torch.int64), vals.view(-1))  # owners' indices are disjoint
-        scale_result(flat, op, process_set.size(), postscale)
-        return out
-    return _register(h, keep + [rows, out], finish, key)

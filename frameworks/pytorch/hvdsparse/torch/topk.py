@@ -151,7 +151,7 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     result written densely into out (contiguous); returns a handle for mpi_ops.synchronize(),
     which returns out. A CUDA out on the NCCL route runs on the GPU (device_sparse,
     device_split_sparse) unless the call needs the runtime's sparse path
-    (ssar_recursive_doubling, quantized values)."""
+    (ssar_recursive_doubling, or quantized values without a split algorithm named)."""
     require_init()
     _check_device(out)
     if algorithm is not None:
@@ -162,7 +162,8 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
                                                  postscale, process_set, algorithm)
         if device_split_sparse.runs_here(algorithm, op, quant_bits):
             return device_split_sparse.split_into_async(values, indices, out, name, op, prescale,
-                                                        postscale, process_set, algorithm)
+                                                        postscale, process_set, algorithm,
+                                                        quant_bits)
     gpu_out = out if out.is_cuda else None
     if gpu_out is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
         out = torch.empty(out.shape, dtype=out.dtype)
