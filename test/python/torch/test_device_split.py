@@ -197,6 +197,31 @@ def test_which_calls_run_here():
         assert not split.runs_here(algorithm, hvd.Max, 0)
     for algorithm in (None, "auto", "dense", "allgather", "ssar_recursive_doubling"):
         assert not split.runs_here(algorithm, hvd.Sum, 0)
+    assert split.runs_here(None, hvd.Average, 4) and split.runs_here("auto", hvd.Sum, 2)
+    assert not split.runs_here("dense", hvd.Sum, 4)  # dense and allgather ignore the width
+    assert not split.runs_here("ssar_recursive_doubling", hvd.Sum, 4)
+
+
+def test_the_quantized_choice_weighs_the_gathers_bytes():
+    # n = 1 M float32 at 4 bits: DSAR gathers about 0.504 n bytes, ZEN 4.504 bytes per union
+    # entry, the union at most size * k: ZEN wins below size * k = 111,9xx.
+    n, per = 1 << 20, 4 / 8 + 4 / 1024
+    edge = int(n * per / (4 + per))
+    assert split.choose_quantized(n, edge // 4, 4, 4, 4, 4) == "zen"
+    assert split.choose_quantized(n, edge // 4 + 1, 4, 4, 4, 4) == "dsar_split_allgather"
+    assert split.choose_quantized(100, 1000, 8, 4, 4, 8) == "dsar_split_allgather"
+
+
+@pytest.mark.parametrize("k", [5, 400])
+def test_auto_with_quantized_values_runs_the_chosen_algorithm(k):
+    n = 1000
+    want = reference(n, [k] * hvd.size(), hvd.Sum, 1.0, 1.0, seed=80)
+    idx, vals = rank_pairs(hvd.rank(), n, k, seed=80)
+    out = torch.zeros(n, dtype=torch.float64)
+    hvd.synchronize(split.split_into_async(vals, idx, out, "splitq.auto.%d" % k, hvd.Sum, 1.0,
+                                           1.0, hvd.global_process_set, None, 8))
+    assert float((out - want).abs().max()) <= float(want.abs().max()) / 127 * (1 + 1e-6)
+    assert same_bits_everywhere(out, "splitq.auto.check.%d" % k)
 
 
 @pytest.mark.parametrize("index_dtype,value_dtype", [(torch.int32, torch.float64),

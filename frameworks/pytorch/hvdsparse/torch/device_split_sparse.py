@@ -41,8 +41,19 @@ _seeds = itertools.count(1)  # one quantizer seed per call, with the job's key a
 
 def runs_here(algorithm, op, quant_bits=0):
     """True when the call asks for one of these algorithms with Sum or Average (quantized values
-    or not)."""
-    return requested_algorithm(algorithm) in ALGORITHMS and op in (Sum, Average)
+    or not), or for auto with quantized values (the only algorithms that quantize)."""
+    asked = requested_algorithm(algorithm)
+    return (asked in ALGORITHMS or (asked == "auto" and quant_bits > 0)) and op in (Sum, Average)
+
+
+def choose_quantized(n, k, size, index_bytes, value_bytes, bits):
+    """dsar_split_allgather or zen for auto with quantized values, by the bytes a rank receives
+    in the gather, the push being the same for both: DSAR's (size - 1) / size of the n values
+    encoded, ZEN's of the union's indices and encoded values, the union taken at its largest,
+    min(n, size * k) (ZEN rather than SSAR: the same bytes, balanced under skewed indices)."""
+    per_value = bits / 8.0 + 4.0 / 1024  # the codes and a float32 scale per bucket of 1024
+    union = min(n, size * k)
+    return "zen" if union * (index_bytes + per_value) < n * per_value else "dsar_split_allgather"
 
 
 def _header(n, algorithm, bits, bad, idx_dtype, width):
@@ -103,13 +114,17 @@ def _algorithm_of(head, ib):
 
 def split_into_async(values, indices, out, name, op, prescale, postscale, process_set, algorithm,
                      quant_bits=0):
-    """Starts the sparse allreduce of (values, flat indices) with algorithm (one of ALGORITHMS)
-    and the dense result written into out (contiguous, on the device of values), its gather
-    quantized at quant_bits (0: not); returns a ChainedHandle for hvd.synchronize(), which
-    returns out."""
+    """Starts the sparse allreduce of (values, flat indices) with algorithm (one of ALGORITHMS,
+    or auto with quant_bits) and the dense result written into out (contiguous, on the device of
+    values), its gather quantized at quant_bits (0: not); returns a ChainedHandle for
+    hvd.synchronize(), which returns out."""
     algorithm = requested_algorithm(algorithm)
     n, parts, me = out.numel(), process_set.size(), process_set.rank()
     wire = torch.int32 if wire_index_dtype(n) == _lib.INT32 else torch.int64
+    if algorithm == "auto":  # k is the selection's size, the same on every rank
+        algorithm = choose_quantized(n, values.numel(), parts,
+                                     torch.empty(0, dtype=wire).element_size(),
+                                     out.element_size(), quant_bits)
     idx = indices.to(device=out.device, dtype=wire)
     vals = values.to(device=out.device, dtype=out.dtype)
     sent = vals != 0  # the GPU selection's padding; a selected value is never zero

@@ -151,7 +151,7 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     result written densely into out (contiguous); returns a handle for mpi_ops.synchronize(),
     which returns out. A CUDA out on the NCCL route runs on the GPU (device_sparse,
     device_split_sparse) unless the call needs the runtime's sparse path
-    (ssar_recursive_doubling, or quantized values without a split algorithm named)."""
+    (ssar_recursive_doubling; quantized values with dense or allgather named)."""
     require_init()
     _check_device(out)
     if algorithm is not None:
