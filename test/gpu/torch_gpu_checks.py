@@ -15,7 +15,6 @@ allreduce of 64 tensors with one of their size, and a small ResNet's step with t
 --device cpu runs the same checks on CPU tensors: a dry run of this script's own logic where
 there is no GPU (the stream and memory checks need CUDA and are left out there)."""
 import argparse
-import copy
 import json
 import os
 import socket
@@ -185,21 +184,21 @@ def check_split_sparse(dev, out, n=1 << 20, k=4096):
     step = float(want.abs().max()) / 7
     on_route = dev.type == "cuda" and basics.gpu_operations_routed()
     errs, ran = [], {}
-    for algorithm in ("ssar_split_allgather", "dsar_split_allgather", "zen"):
-        for bits in (0, 4):
-            idx, vals = split_pairs(hvd.rank(), n, k)
-            res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
-            what = "%s.%d" % (algorithm, bits)
-            h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + what,
-                                          hvd.Sum, 1.0, 1.0, hvd.global_process_set, algorithm,
-                                          bits)
-            ran[what] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
-            got = hvd.synchronize(h)
-            err = float((got.cpu() - want).abs().max())
-            if got.device != res.device or err > (step * (1 + 1e-6) if bits else 0):
-                errs.append(what)
-            if on_route != (ran[what] == "gpu"):
-                errs.append(what + " ran " + ran[what])
+    runs = [(a, b) for a in ("ssar_split_allgather", "dsar_split_allgather", "zen")
+            for b in (0, 4)] + [("auto", 4)]
+    for algorithm, bits in runs:
+        idx, vals = split_pairs(hvd.rank(), n, k)
+        res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
+        what = "%s.%d" % (algorithm, bits)
+        h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + what, hvd.Sum,
+                                      1.0, 1.0, hvd.global_process_set, algorithm, bits)
+        ran[what] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
+        got = hvd.synchronize(h)
+        err = float((got.cpu() - want).abs().max())
+        if got.device != res.device or err > (step * (1 + 1e-6) if bits else 0):
+            errs.append(what)
+        if on_route != (ran[what] == "gpu"):
+            errs.append(what + " ran " + ran[what])
     record(out, "split_sparse", not errs, wrong=errs, ran=ran)
 
 
