@@ -173,7 +173,7 @@ def split_pairs(r, n, k):
 
 def check_split_sparse(dev, out, n=1 << 20, k=4096):
     """Each split sparse algorithm through the optimizer's entry for top-k pairs, exact and with
-    4-bit values: on the NCCL route it runs on the GPU (device_split_sparse, a ChainedHandle;
+    4-bit values: on the NCCL route it runs on the GPU (gpu_sparse/split.py, a ChainedHandle;
     the quantizer's kernels), staged otherwise; the result equals the sum of every rank's pairs
     computed on the CPU (quantized: within one step of 7 levels)."""
     from hvdsparse.torch import chained, topk

@@ -1,4 +1,4 @@
-"""The split sparse allreduces of a CUDA top-k gradient on the NCCL route (device_split_sparse:
+"""The split sparse allreduces of a CUDA top-k gradient on the NCCL route (gpu_sparse/split.py:
 ssar_split_allgather, dsar_split_allgather and zen from the routed alltoall and allgather). The
 functions take tensors of any device, so these tests run them on CPU tensors through the real
 runtime: results, the owners' rule against the runtime's own, and failures on every rank. This
@@ -12,10 +12,8 @@ import torch
 import hvdsparse.torch as hvd
 from hvdsparse.common import _lib
 from hvdsparse.common import quantize as qref
-from hvdsparse.torch import device_sparse
-from hvdsparse.torch import device_split_sparse as split
-from hvdsparse.torch import quantizer
-from hvdsparse.torch.split_owners import ZenHash, owners
+from hvdsparse.torch.gpu_sparse import dense_allgather, quantizer, split
+from hvdsparse.torch.gpu_sparse.split_owners import ZenHash, owners
 from hvdsparse.torch.topk import allreduce_into_async
 
 from conftest import rank_pairs
@@ -231,8 +229,8 @@ def test_pairs_survive_their_rows_of_bytes(index_dtype, value_dtype, rows):
     """Rows whose width is no multiple of the value's size, one row or none included."""
     idx = torch.arange(rows, dtype=index_dtype) * 7
     vals = (torch.arange(rows) - 1.5).to(value_dtype)
-    i, v = device_sparse.unpack_pairs(device_sparse.pair_rows(idx, vals), index_dtype,
-                                      value_dtype, 1)
+    i, v = dense_allgather.unpack_pairs(dense_allgather.pair_rows(idx, vals), index_dtype,
+                                        value_dtype, 1)
     assert torch.equal(i, idx) and torch.equal(v.view(-1), vals)
 
 

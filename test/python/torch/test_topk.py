@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import hvdsparse.torch as hvd
 from hvdsparse.common import quantize as qref
-from hvdsparse.torch import device_sparse
+from hvdsparse.torch.gpu_sparse import dense_allgather
 from hvdsparse.torch.topk import TopKCompressor, quant_bits_supported
 
 from conftest import rank_pairs
@@ -337,9 +337,9 @@ def test_quantize_reference_unbiased_bounded_exact_on_grid(bits):
 
 
 # ---- the GPU's sparse allreduce, run here on CPU tensors ---------------------------------------
-# device_sparse's dense and allgather algorithms are what a CUDA gradient runs on the NCCL route;
-# they are device-agnostic, so these tests check their results on the CPU (the GPU's own run is
-# in test/gpu/torch_gpu_checks.py).
+# gpu_sparse.dense_allgather's dense and allgather algorithms are what a CUDA gradient runs on
+# the NCCL route; they are device-agnostic, so these tests check their results on the CPU (the
+# GPU's own run is in test/gpu/torch_gpu_checks.py).
 def _rank_pairs(r, n, k):
     return rank_pairs(r, n, k, 300)
 
@@ -355,8 +355,8 @@ def test_device_algorithms_equal_the_sum_of_every_ranks_pairs(algorithm, op, pre
     want = want * prescale / (hvd.size() if op == hvd.Average else 1) * postscale
     idx, vals = _rank_pairs(hvd.rank(), n, k)
     out = torch.full((5, 8), 99.0, dtype=torch.float64)  # stale values must not survive
-    h = device_sparse.topk_into_async(vals, idx, out, "dev.%s.%d" % (algorithm, op), op,
-                                         prescale, postscale, hvd.global_process_set, algorithm)
+    h = dense_allgather.topk_into_async(vals, idx, out, "dev.%s.%d" % (algorithm, op), op,
+                                        prescale, postscale, hvd.global_process_set, algorithm)
     got = hvd.synchronize(h)
     assert got is out
     if op == hvd.Sum:  # integers: exact
@@ -370,16 +370,16 @@ def test_device_algorithms_equal_the_sum_of_every_ranks_pairs(algorithm, op, pre
 def test_device_algorithm_choice_and_what_it_leaves_to_the_runtime():
     # 4 ranks, n = 1000 float32: a ring allreduce brings 6000 bytes to each rank, the allgather
     # 3 k pairs of 8 bytes, so the allgather wins below k = 250.
-    assert device_sparse.choose(1000, 249, 4, 4, 4) == "allgather"
-    assert device_sparse.choose(1000, 250, 4, 4, 4) == "dense"
-    assert device_sparse.choose(1000, 10, 1, 4, 4) == "allgather"
-    assert device_sparse.runs_here(None, hvd.Average, 0)
-    assert device_sparse.runs_here("allgather", hvd.Sum, 0)
+    assert dense_allgather.choose(1000, 249, 4, 4, 4) == "allgather"
+    assert dense_allgather.choose(1000, 250, 4, 4, 4) == "dense"
+    assert dense_allgather.choose(1000, 10, 1, 4, 4) == "allgather"
+    assert dense_allgather.runs_here(None, hvd.Average, 0)
+    assert dense_allgather.runs_here("allgather", hvd.Sum, 0)
     for algorithm in ("zen", "ssar_split_allgather", "dsar_split_allgather",
                       "ssar_recursive_doubling"):
-        assert not device_sparse.runs_here(algorithm, hvd.Average, 0)  # the runtime's sparse path
-    assert not device_sparse.runs_here(None, hvd.Average, 4)  # quantized values: the runtime's
-    assert not device_sparse.runs_here(None, hvd.Max, 0)
+        assert not dense_allgather.runs_here(algorithm, hvd.Average, 0)  # the runtime's sparse path
+    assert not dense_allgather.runs_here(None, hvd.Average, 4)  # quantized values: the runtime's
+    assert not dense_allgather.runs_here(None, hvd.Max, 0)
 
 
 def test_device_allgather_refuses_ranks_that_sent_different_counts():
@@ -387,7 +387,7 @@ def test_device_allgather_refuses_ranks_that_sent_different_counts():
     idx = torch.arange(k, dtype=torch.int32)
     vals = torch.ones(k, dtype=torch.float64)
     out = torch.zeros(20, dtype=torch.float64)
-    h = device_sparse.topk_into_async(vals, idx, out, "dev.uneven", hvd.Sum, 1.0, 1.0,
-                                         hvd.global_process_set, "allgather")
+    h = dense_allgather.topk_into_async(vals, idx, out, "dev.uneven", hvd.Sum, 1.0, 1.0,
+                                        hvd.global_process_set, "allgather")
     with pytest.raises(ValueError, match="'dev.uneven'.*same size"):
         hvd.synchronize(h)

@@ -1,4 +1,4 @@
-"""The enqueue steps that mpi_ops' collectives and device_sparse's sparse allreduces of CUDA
+"""The enqueue steps that mpi_ops' collectives and gpu_sparse's sparse allreduces of CUDA
 tensors share: an allreduce into a given output, and an operation whose output the runtime
 sizes (allgather, alltoall)."""
 import ctypes

@@ -22,7 +22,7 @@ from hvdsparse.common.basics import require_init
 from hvdsparse.common.exceptions import HorovodInternalError
 from hvdsparse.common.ops import Average, check_sparse_op
 from hvdsparse.common.process_sets import global_process_set
-from hvdsparse.torch import device_sparse
+from hvdsparse.torch.gpu_sparse import dense_allgather
 from hvdsparse.torch.handles import (_TO_C, _alloc_store, _check_device, _enqueue_allocating,
                                      _options, _output, _poll_one, _register, _synchronize_one)
 
@@ -186,7 +186,7 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     require_init()
     _check_sparse(tensor)
     if (tensor.is_cuda and basics.gpu_operations_routed()
-            and device_sparse.runs_here(algorithm, op, 0, ("allgather",))):
+            and dense_allgather.runs_here(algorithm, op, 0, ("allgather",))):
         return _allgather_on_device_async(tensor, name, op, process_set, index_dtype,
                                           prescale_factor, postscale_factor)
     device = tensor.device if tensor.is_cuda else None
@@ -215,17 +215,17 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
 
 def _allgather_on_device_async(tensor, name, op, process_set, index_dtype, prescale, postscale):
     """A CUDA sparse tensor on the NCCL route: every rank's entries gathered where they are and
-    coalesced there (device_sparse); runs on any device. Returns a SparseHandle."""
+    coalesced there (gpu_sparse.dense_allgather); runs on any device. Returns a SparseHandle."""
     lay = _Layout(tensor, index_dtype)
     indices, hint = _flat_indices(tensor, lay)
     width = _prod(lay.dense_dims)
     values = tensor._values().reshape(-1, width)
     size = process_set.size()
-    h, key, keep = device_sparse.gather_pairs_async(indices, values, name, process_set)
+    h, key, keep = dense_allgather.gather_pairs_async(indices, values, name, process_set)
     sh = SparseHandle(h, hint)
 
     def finish(hh):
-        flat, vals = device_sparse.unpack_pairs(_output(hh, 0, key), indices.dtype, tensor.dtype,
+        flat, vals = dense_allgather.unpack_pairs(_output(hh, 0, key), indices.dtype, tensor.dtype,
                                                 width)
         if bool(((flat < 0) | (flat >= lay.rows)).any()):
             mine = ((indices < 0) | (indices >= lay.rows)).nonzero()
@@ -238,7 +238,7 @@ def _allgather_on_device_async(tensor, name, op, process_set, index_dtype, presc
             vals = vals * prescale
         out = torch.sparse_coo_tensor(_unflatten(flat.long(), lay),
                                       vals.view([-1] + lay.dense_dims), lay.shape).coalesce()
-        device_sparse.scale_result(out._values(), op, size, postscale)
+        dense_allgather.scale_result(out._values(), op, size, postscale)
         sh.algorithm = "allgather"
         return out
     _register(h, keep + [tensor, indices, values], finish, key)

@@ -21,7 +21,7 @@ from hvdsparse.common import _lib, basics, handles
 from hvdsparse.common import sparse as csparse
 from hvdsparse.common.basics import require_init
 from hvdsparse.common.topk import TopKCompressorBase, quant_bits_supported  # noqa: F401
-from hvdsparse.torch import device_sparse, device_split_sparse
+from hvdsparse.torch.gpu_sparse import dense_allgather, split
 from hvdsparse.torch.handles import _TO_C, _check_device, _options, _register, _view
 
 STATE_KEY = "hvdsparse"
@@ -149,21 +149,20 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
                          algorithm=None, quant_bits=0):
     """Starts the sparse allreduce of (values, flat indices) over out's elements with the
     result written densely into out (contiguous); returns a handle for mpi_ops.synchronize(),
-    which returns out. A CUDA out on the NCCL route runs on the GPU (device_sparse,
-    device_split_sparse) unless the call needs the runtime's sparse path
+    which returns out. A CUDA out on the NCCL route runs on the GPU (gpu_sparse's
+    dense_allgather and split) unless the call needs the runtime's sparse path
     (ssar_recursive_doubling; quantized values with dense or allgather named)."""
     require_init()
     _check_device(out)
     if algorithm is not None:
         _lib.check_sparse_algorithm(algorithm)
     if out.is_cuda and basics.gpu_operations_routed():
-        if device_sparse.runs_here(algorithm, op, quant_bits):
-            return device_sparse.topk_into_async(values, indices, out, name, op, prescale,
-                                                 postscale, process_set, algorithm)
-        if device_split_sparse.runs_here(algorithm, op, quant_bits):
-            return device_split_sparse.split_into_async(values, indices, out, name, op, prescale,
-                                                        postscale, process_set, algorithm,
-                                                        quant_bits)
+        if dense_allgather.runs_here(algorithm, op, quant_bits):
+            return dense_allgather.topk_into_async(values, indices, out, name, op, prescale,
+                                                   postscale, process_set, algorithm)
+        if split.runs_here(algorithm, op, quant_bits):
+            return split.split_into_async(values, indices, out, name, op, prescale, postscale,
+                                          process_set, algorithm, quant_bits)
     gpu_out = out if out.is_cuda else None
     if gpu_out is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
         out = torch.empty(out.shape, dtype=out.dtype)

@@ -1,14 +1,15 @@
 """The split sparse allreduces of Compression.topk on the NCCL route (ssar_split_allgather,
 dsar_split_allgather, zen), built from the routed alltoall and allgather so that they run on the
-GPU; device_sparse has the dense and allgather algorithms. The runtime's own versions of these
+GPU; dense_allgather has the dense and allgather algorithms. The runtime's own versions of these
 three take host memory (ops/sparse/).
 
 Push: each rank drops the GPU selection's padding (index 0, value 0), finds every pair's owner
 (split_owners: equal index ranges, or ZEN's hashed ranges under the job's key), sorts its pairs by
 owner and sends them with one alltoall of rows of bytes, named as the sparse allreduce (a rank
 that took another path fails negotiation with it). Each part starts with a header row (the dense
-size, the algorithm and quantizer width, whether every index of the sender lay inside the tensor) that every receiver
-checks, so ranks that disagree fail together instead of mixing partitions.
+size, the algorithm and quantizer width, whether every index of the sender lay inside the
+tensor) that every receiver checks, so ranks that disagree fail together instead of mixing
+partitions.
 Reduce: the owner adds the parts in rank order, prescaled: dsar into a dense accumulator of its
 range, ssar and zen into one slot per distinct index it received.
 Pull, once the alltoall is done everywhere (enqueued by chained's thread, so it never waits for
@@ -29,10 +30,10 @@ from hvdsparse.common.process_sets import set_id
 from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
 from hvdsparse.torch import chained
 from hvdsparse.torch.dense_enqueue import _gather_like
-from hvdsparse.torch.device_sparse import pair_rows, unpack_pairs
+from hvdsparse.torch.gpu_sparse.dense_allgather import pair_rows, unpack_pairs
 from hvdsparse.torch.handles import _output, _register
-from hvdsparse.torch.split_owners import mix64_int, owners
-from hvdsparse.torch.split_pulls import PULL, pull_dense, pull_pairs, range_lo
+from hvdsparse.torch.gpu_sparse.split_owners import mix64_int, owners
+from hvdsparse.torch.gpu_sparse.split_pulls import PULL, pull_dense, pull_pairs, range_lo
 
 ALGORITHMS = ("ssar_split_allgather", "dsar_split_allgather", "zen")
 _CODE = {a: i + 1 for i, a in enumerate(ALGORITHMS)}

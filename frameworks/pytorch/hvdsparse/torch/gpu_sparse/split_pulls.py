@@ -1,4 +1,4 @@
-"""The second collective of device_split_sparse's algorithms: every owner's reduced part
+"""The second collective of split.py's algorithms: every owner's reduced part
 gathered to every rank and written into the dense result, then Average and postscale.
 
 - dense (dsar_split_allgather): each owner's dense range; their concatenation in rank order is
@@ -14,9 +14,9 @@ import torch
 
 from hvdsparse.common import _lib
 from hvdsparse.torch.dense_enqueue import _gather_like
-from hvdsparse.torch.device_sparse import pair_rows, scale_result, unpack_pairs
+from hvdsparse.torch.gpu_sparse.dense_allgather import pair_rows, scale_result, unpack_pairs
 from hvdsparse.torch.handles import _output, _register
-from hvdsparse.torch.quantizer import dequantize, encoded_bytes, quantize
+from hvdsparse.torch.gpu_sparse.quantizer import dequantize, encoded_bytes, quantize
 
 PULL = "sparse_allreduce_pull"  # the second collective's kind in its name
 
