@@ -176,9 +176,18 @@ static void arrivals_tick(state_t* st) {
   st->late_reported = 1;
 }
 
+/* Reads the arrivals from the store now: the tick reads them once a second, and a decision
+ * taken on an older view would count ranks that arrived since then as absent. */
+static void refresh_arrivals(state_t* st) {
+  hvds_arrivals_t* a = &st->arrivals;
+  if (st->sv->store != NULL && a->arrived != NULL && a->count < st->sv->np)
+    hvds__arrivals_update(a, st->sv->store, st->sv->job->job_id, hvds__now_ms());
+}
+
 /* 1 when every worker still running never reached rendezvous although others did: nobody is
  * left to explain a failure, so the teardown need not wait for explanations. */
-static int only_absent_left(const state_t* st) {
+static int only_absent_left(state_t* st) {
+  refresh_arrivals(st);
   const hvds_arrivals_t* a = &st->arrivals;
   if (a->arrived == NULL || a->count == 0) return 0;
   for (int i = 0; i < st->sv->np; i++)
@@ -270,6 +279,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
   free(pfds);
   free(exited_now);
   finish(&st);
+  refresh_arrivals(&st);
   char absent[256] = "";
   if (st.arrivals.count > 0 && st.arrivals.count < sv->np)
     hvds__arrivals_missing(&st.arrivals, absent, sizeof(absent));

@@ -182,4 +182,19 @@ TEST(Faults, KilledRankFailsOthersAndLauncher) {
   EXPECT_EQ(ps.output, "") << ps.output;
 }
 
+// A rank dies within the launcher's one-second look at who reached rendezvous, after a view in
+// which only it had arrived (the others start 1.2 s late): the launcher must read the arrivals
+// afresh before it decides that nobody left can explain the failure, so the survivors still get
+// their moment to name the dead rank and nobody is reported as never having arrived.
+TEST(Faults, AFailureJustAfterRendezvousStillLetsEverySurvivorNameIt) {
+  RunResult r = RunCommand(
+      {HVDS_LAUNCHER, "run", "-np", "4", "/bin/sh", "-c",
+       "if [ \"$HVDSPARSE_RANK\" != 3 ]; then sleep 1.2; fi; exec \"$0\" kill", HVDS_WORKER},
+      {}, 60);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.status, -1) << "hang: " << r.output;
+  EXPECT_GE(Count(r.output, "Root cause: rank 3 exited with signal 9"), 3) << r.output;
+  EXPECT_EQ(r.output.find("never reached rendezvous"), std::string::npos) << r.output;
+}
+
 }  // namespace
