@@ -139,6 +139,7 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
     send, splits = _push_rows(idx, vals, owner, parts, header)
     h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_alltoall_async, send, name,
                                 process_set, splits)
+
     def received(hh):
         return _output(hh, 0, key), handles.received_splits(hh)
     first = _register(h, keep + [send], received, key)
