@@ -286,3 +286,24 @@ def test_ranks_asking_different_widths_fail_every_rank():
              else "rank 0 ran zen with 4-bit values")
     with pytest.raises(ValueError, match="'splitq.mixed': %s over 30 elements" % other):
         hvd.synchronize(h)
+
+
+
+def test_a_shutdown_fails_a_pending_chained_operation_instead_of_leaving_it_waiting():
+    """Rank 0 starts a split allreduce that no other rank joins, then every rank shuts down:
+    synchronize raises on rank 0 (the chain's thread saw the first collective fail), nothing
+    waits, and the runtime starts again."""
+    h = None
+    if hvd.rank() == 0:
+        idx, vals = rank_pairs(0, 30, 4)
+        out = torch.zeros(30, dtype=torch.float64)
+        h = split.split_into_async(vals, idx, out, "split.orphan", hvd.Sum, 1.0, 1.0,
+                                   hvd.global_process_set, "zen")
+    hvd.barrier()
+    hvd.shutdown()
+    hvd.init()
+    if h is not None:
+        with pytest.raises(hvd.HorovodInternalError, match="shut down"):
+            hvd.synchronize(h)
+        assert hvd.poll(h)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="split.after").item() == hvd.size()
