@@ -25,6 +25,7 @@ import itertools
 import torch
 
 from hvdsparse.common import _lib, handles, util
+from hvdsparse.common.quantize import seed_for
 from hvdsparse.common.ops import Average, Sum
 from hvdsparse.common.process_sets import set_id
 from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
@@ -32,12 +33,12 @@ from hvdsparse.torch import chained
 from hvdsparse.torch.dense_enqueue import _gather_like
 from hvdsparse.torch.gpu_sparse.dense_allgather import pair_rows, unpack_pairs
 from hvdsparse.torch.handles import _output, _register
-from hvdsparse.torch.gpu_sparse.split_owners import mix64_int, owners
+from hvdsparse.torch.gpu_sparse.split_owners import owners
 from hvdsparse.torch.gpu_sparse.split_pulls import PULL, pull_dense, pull_pairs, range_lo
 
 ALGORITHMS = ("ssar_split_allgather", "dsar_split_allgather", "zen")
 _CODE = {a: i + 1 for i, a in enumerate(ALGORITHMS)}
-_seeds = itertools.count(1)  # one quantizer seed per call, with the job's key and the owner
+_seeds = itertools.count(1)  # the quantizer's tag: one per call
 
 
 def runs_here(algorithm, op, quant_bits=0):
@@ -144,7 +145,8 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
         return _output(hh, 0, key), handles.received_splits(hh)
     first = _register(h, keep + [send], received, key)
     pull_name = util.op_name(PULL, name, set_id(process_set))[len(PULL) + 1:]
-    seed = mix64_int(zen_key ^ (next(_seeds) << 20) ^ me) if quant_bits else 0
+    # the runtime's rule for a block's seed (hvds__quant_seed): the job's key, a tag, the block
+    seed = seed_for(zen_key, next(_seeds), me) if quant_bits else 0
 
     def pull(result):
         recv, rsplits = result

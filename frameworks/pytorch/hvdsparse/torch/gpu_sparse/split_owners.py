@@ -24,7 +24,7 @@ def _signed(u):
     return u - (1 << 64) if u >= 1 << 63 else u
 
 
-def mix64_int(z):
+def _mix64_int(z):
     """splitmix64's finalizer on a Python int (the round keys)."""
     z = ((z ^ (z >> 30)) * _MIX1) & _U64
     z = ((z ^ (z >> 27)) * _MIX2) & _U64
@@ -56,7 +56,7 @@ class ZenHash:
         keys, s = [], key
         for _ in range(4):
             s = (s + _GOLDEN) & _U64
-            keys.append(_signed(mix64_int(s)))
+            keys.append(_signed(_mix64_int(s)))
         self.keys = keys
 
     def _feistel(self, x):
