@@ -172,33 +172,53 @@ def split_pairs(r, n, k):
 
 
 def check_split_sparse(dev, out, n=1 << 20, k=4096):
-    """Each split sparse algorithm through the optimizer's entry for top-k pairs, exact and with
-    4-bit values: on the NCCL route it runs on the GPU (gpu_sparse/split.py, a ChainedHandle;
-    the quantizer's kernels), staged otherwise; the result equals the sum of every rank's pairs
+    """Each split sparse algorithm and recursive doubling through the optimizer's entry for
+    top-k pairs, the split ones exact and with 4-bit values: on the NCCL route they run on the
+    GPU (gpu_sparse/split.py and recursive_doubling.py, counted as they are entered; the
+    quantizer's kernels), staged otherwise; the result equals the sum of every rank's pairs
     computed on the CPU (quantized: within one step of 7 levels)."""
-    from hvdsparse.torch import chained, topk
+    from hvdsparse.torch import topk
+    from hvdsparse.torch.gpu_sparse import recursive_doubling, split
     want = torch.zeros(n, dtype=torch.float64)
     for r in range(hvd.size()):
         i, v = split_pairs(r, n, k)
         want.index_add_(0, i, v)
     step = float(want.abs().max()) / 7
     on_route = dev.type == "cuda" and basics.gpu_operations_routed()
-    errs, ran = [], {}
+    errs, ran, entered = [], {}, []
+
+    def counted(module, fn_name):
+        fn = getattr(module, fn_name)
+
+        def entry(*args, **kwargs):
+            entered.append(fn_name)
+            return fn(*args, **kwargs)
+        setattr(module, fn_name, entry)
+        return fn
+    originals = [(split, "split_into_async", counted(split, "split_into_async")),
+                 (recursive_doubling, "rd_into_async",
+                  counted(recursive_doubling, "rd_into_async"))]
     runs = [(a, b) for a in ("ssar_split_allgather", "dsar_split_allgather", "zen")
-            for b in (0, 4)] + [("auto", 4)]
-    for algorithm, bits in runs:
-        idx, vals = split_pairs(hvd.rank(), n, k)
-        res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
-        what = "%s.%d" % (algorithm, bits)
-        h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + what, hvd.Sum,
-                                      1.0, 1.0, hvd.global_process_set, algorithm, bits)
-        ran[what] = "gpu" if isinstance(h, chained.ChainedHandle) else "staged"
-        got = hvd.synchronize(h)
-        err = float((got.cpu() - want).abs().max())
-        if got.device != res.device or err > (step * (1 + 1e-6) if bits else 0):
-            errs.append(what)
-        if on_route != (ran[what] == "gpu"):
-            errs.append(what + " ran " + ran[what])
+            for b in (0, 4)] + [("auto", 4), ("ssar_recursive_doubling", 0)]
+    try:
+        for algorithm, bits in runs:
+            idx, vals = split_pairs(hvd.rank(), n, k)
+            res = torch.full((n,), 7.0, dtype=torch.float64, device=dev)  # stale values
+            what = "%s.%d" % (algorithm, bits)
+            del entered[:]
+            h = topk.allreduce_into_async(vals.to(dev), idx.to(dev), res, "split." + what,
+                                          hvd.Sum, 1.0, 1.0, hvd.global_process_set, algorithm,
+                                          bits)
+            ran[what] = "gpu" if entered else "staged"
+            got = hvd.synchronize(h)
+            err = float((got.cpu() - want).abs().max())
+            if got.device != res.device or err > (step * (1 + 1e-6) if bits else 0):
+                errs.append(what)
+            if on_route != (ran[what] == "gpu"):
+                errs.append(what + " ran " + ran[what])
+    finally:
+        for module, fn_name, fn in originals:
+            setattr(module, fn_name, fn)
     record(out, "split_sparse", not errs, wrong=errs, ran=ran)
 
 

@@ -42,3 +42,37 @@ def rank_pairs(r, n, k, seed=500):
         idx[-2:] = 0
         vals[-2:] = 0
     return idx, vals
+
+
+def pairs_sum(n, ks, op, prescale, postscale, seed=500):
+    """The dense sparse allreduce of every rank r's rank_pairs(r, n, ks[r], seed), computed here
+    (float64)."""
+    import torch
+    want = torch.zeros(n, dtype=torch.float64)
+    for r, k in enumerate(ks):
+        i, v = rank_pairs(r, n, k, seed)
+        want.index_add_(0, i.long(), v)
+    return want * prescale / (len(ks) if op == hvd.Average else 1) * postscale
+
+
+def same_bits_everywhere(t, name):
+    """True when every rank holds the same bits in t (gathered under name)."""
+    every = hvd.allgather(t.reshape(1, -1), name=name)
+    return bool((every == every[0]).all())
+
+
+def clash_with_the_runtimes_path(name, algorithm, start_on_route):
+    """Rank 0 takes the runtime's sparse path with algorithm under name, the others the GPU
+    route's start_on_route(vals, idx, out, name): negotiation fails on every rank (an alltoall
+    against a sparse allreduce), naming the tensor, and nobody waits."""
+    import torch
+    from hvdsparse.torch.topk import allreduce_into_async
+    idx, vals = rank_pairs(hvd.rank(), 30, 4)
+    out = torch.zeros(30, dtype=torch.float64)
+    with pytest.raises(hvd.HorovodInternalError, match="sparse_allreduce." + name):
+        if hvd.rank() == 0:
+            sent = vals != 0
+            hvd.synchronize(allreduce_into_async(vals[sent], idx[sent], out, name, hvd.Sum,
+                                                 1.0, 1.0, hvd.global_process_set, algorithm))
+        else:
+            hvd.synchronize(start_on_route(vals, idx, out, name))

@@ -16,22 +16,10 @@ from hvdsparse.torch.gpu_sparse import dense_allgather, quantizer, split
 from hvdsparse.torch.gpu_sparse.split_owners import ZenHash, owners
 from hvdsparse.torch.topk import allreduce_into_async
 
-from conftest import rank_pairs
+from conftest import clash_with_the_runtimes_path, rank_pairs, same_bits_everywhere
+from conftest import pairs_sum as reference
 
 ALGORITHMS = split.ALGORITHMS
-
-
-def reference(n, ks, op, prescale, postscale, seed=500):
-    want = torch.zeros(n, dtype=torch.float64)
-    for r, k in enumerate(ks):
-        i, v = rank_pairs(r, n, k, seed)
-        want.index_add_(0, i.long(), v)
-    return want * prescale / (len(ks) if op == hvd.Average else 1) * postscale
-
-
-def same_bits_everywhere(t, name):
-    every = hvd.allgather(t.reshape(1, -1), name=name)
-    return bool((every == every[0]).all())
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -143,19 +131,9 @@ def test_an_index_outside_the_tensor_fails_every_rank_naming_the_sender():
 
 
 def test_beside_the_runtimes_path_the_names_clash_on_every_rank():
-    """A rank on the route where another took the runtime's sparse path under the same name:
-    negotiation fails on both (an alltoall against a sparse allreduce), nobody waits."""
-    idx, vals = rank_pairs(hvd.rank(), 30, 4)
-    out = torch.zeros(30, dtype=torch.float64)
-    with pytest.raises(hvd.HorovodInternalError, match="sparse_allreduce.split.clash"):
-        if hvd.rank() == 0:
-            sent = vals != 0
-            hvd.synchronize(allreduce_into_async(vals[sent], idx[sent], out, "split.clash",
-                                                 hvd.Sum, 1.0, 1.0, hvd.global_process_set,
-                                                 "zen"))
-        else:
-            hvd.synchronize(split.split_into_async(vals, idx, out, "split.clash", hvd.Sum, 1.0,
-                                                   1.0, hvd.global_process_set, "zen"))
+    clash_with_the_runtimes_path(
+        "split.clash", "zen", lambda vals, idx, out, name: split.split_into_async(
+            vals, idx, out, name, hvd.Sum, 1.0, 1.0, hvd.global_process_set, "zen"))
 
 
 def test_zen_owners_are_the_runtimes():

@@ -21,7 +21,7 @@ from hvdsparse.common import _lib, basics, handles
 from hvdsparse.common import sparse as csparse
 from hvdsparse.common.basics import require_init
 from hvdsparse.common.topk import TopKCompressorBase, quant_bits_supported  # noqa: F401
-from hvdsparse.torch.gpu_sparse import dense_allgather, split
+from hvdsparse.torch.gpu_sparse import dense_allgather, recursive_doubling, split
 from hvdsparse.torch.handles import _TO_C, _check_device, _options, _register, _view
 
 STATE_KEY = "hvdsparse"
@@ -150,8 +150,8 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
     """Starts the sparse allreduce of (values, flat indices) over out's elements with the
     result written densely into out (contiguous); returns a handle for mpi_ops.synchronize(),
     which returns out. A CUDA out on the NCCL route runs on the GPU (gpu_sparse's
-    dense_allgather and split) unless the call needs the runtime's sparse path
-    (ssar_recursive_doubling; quantized values with dense or allgather named)."""
+    dense_allgather, split and recursive_doubling) unless the call needs the runtime's sparse
+    path (quantized values with dense or allgather named)."""
     require_init()
     _check_device(out)
     if algorithm is not None:
@@ -163,6 +163,9 @@ def allreduce_into_async(values, indices, out, name, op, prescale, postscale, pr
         if split.runs_here(algorithm, op, quant_bits):
             return split.split_into_async(values, indices, out, name, op, prescale, postscale,
                                           process_set, algorithm, quant_bits)
+        if recursive_doubling.runs_here(algorithm, op):
+            return recursive_doubling.rd_into_async(values, indices, out, name, op, prescale,
+                                                    postscale, process_set)
     gpu_out = out if out.is_cuda else None
     if gpu_out is not None:  # staged here: the sparse path runs on host memory (docs/gpu.md)
         out = torch.empty(out.shape, dtype=out.dtype)

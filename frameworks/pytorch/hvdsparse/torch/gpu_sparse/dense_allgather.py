@@ -14,9 +14,10 @@ A sparse COO tensor (an embedding's gradient; the result a coalesced sparse tens
 only, Horovod's own way; its number of entries differs by rank, so no rank could choose
 alone.
 
-The split algorithms (SparCML's and ZEN's) are split.py's; ssar_recursive_doubling
-and quantized values need the runtime's sparse path: asking for them on a CUDA tensor stages it
-through host memory, as does the host-staged mode.
+The split algorithms (SparCML's and ZEN's) are split.py's, recursive doubling is
+recursive_doubling.py's. Quantized values with the dense or allgather algorithm named need the
+runtime's sparse path: such a call on a CUDA tensor stages it through host memory, as does the
+host-staged mode.
 The functions take tensors of any device: the tests run them on the CPU."""
 import torch
 

@@ -31,13 +31,13 @@ from hvdsparse.common.process_sets import set_id
 from hvdsparse.common.sparse import requested_algorithm, wire_index_dtype
 from hvdsparse.torch import chained
 from hvdsparse.torch.dense_enqueue import _gather_like
+from hvdsparse.torch.gpu_sparse import part_header
 from hvdsparse.torch.gpu_sparse.dense_allgather import pair_rows, unpack_pairs
 from hvdsparse.torch.handles import _output, _register
 from hvdsparse.torch.gpu_sparse.split_owners import owners
 from hvdsparse.torch.gpu_sparse.split_pulls import PULL, pull_dense, pull_pairs, range_lo
 
 ALGORITHMS = ("ssar_split_allgather", "dsar_split_allgather", "zen")
-_CODE = {a: i + 1 for i, a in enumerate(ALGORITHMS)}
 _seeds = itertools.count(1)  # the quantizer's tag: one per call
 
 
@@ -58,17 +58,6 @@ def choose_quantized(n, k, size, index_bytes, value_bytes, bits):
     return "zen" if union * (index_bytes + per_value) < n * per_value else "dsar_split_allgather"
 
 
-def _header(n, algorithm, bits, bad, idx_dtype, width):
-    """The row that opens every part: n as an index, the algorithm's code with the quantizer's
-    width above it, 1 when the sender had an index outside [0, n)."""
-    row = torch.zeros(width, dtype=torch.uint8)
-    ib = torch.empty(0, dtype=idx_dtype).element_size()
-    row[:ib] = torch.tensor([n], dtype=idx_dtype).view(torch.uint8)
-    row[ib] = _CODE[algorithm] | bits << 4
-    row[ib + 1] = 1 if bad else 0
-    return row
-
-
 def _push_rows(idx, vals, owner, parts, header):
     """The alltoall's rows (part j: the header, then the pairs owned by j in index order) and
     its splits."""
@@ -82,36 +71,6 @@ def _push_rows(idx, vals, owner, parts, header):
     if k:
         send[torch.arange(k, device=idx.device) + owner + 1] = pair_rows(idx[order], vals[order])
     return send, [int(c) + 1 for c in counts.tolist()]
-
-
-def _check_headers(recv, splits, mine, name, ib):
-    """Raises on every rank when a rank's header differs from this one's or says it sent an
-    index outside the tensor (every rank received every rank's header)."""
-    starts = [sum(splits[:r]) for r in range(len(splits))]
-    heads = recv[starts].cpu()
-    me = mine.cpu()
-    for r, head in enumerate(heads):
-        if head[ib + 1]:
-            raise ValueError("hvdsparse: sparse allreduce '%s': rank %d sent an index outside "
-                             "the tensor's %d elements" % (name, r, _n_of(me, ib)))
-    for r, head in enumerate(heads):
-        if not torch.equal(head[:ib + 1], me[:ib + 1]):
-            raise ValueError(
-                "hvdsparse: sparse allreduce '%s': rank %d ran %s over %d elements, this rank %s "
-                "over %d; every rank must ask for the same algorithm on tensors of the same size"
-                % (name, r, _algorithm_of(head, ib), _n_of(head, ib), _algorithm_of(me, ib),
-                   _n_of(me, ib)))
-    return starts
-
-
-def _n_of(head, ib):
-    return int(head[:ib].view(torch.int32 if ib == 4 else torch.int64)[0])
-
-
-def _algorithm_of(head, ib):
-    code, bits = int(head[ib]) & 15, int(head[ib]) >> 4
-    name = ALGORITHMS[code - 1] if 1 <= code <= len(ALGORITHMS) else "an unknown algorithm"
-    return name + (" with %d-bit values" % bits if bits else "")
 
 
 def split_into_async(values, indices, out, name, op, prescale, postscale, process_set, algorithm,
@@ -136,7 +95,7 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
     zen_key = _lib.lib().hvds_zen_key() if algorithm == "zen" or quant_bits else 0
     owner = owners(idx.clamp(0, max(n - 1, 0)), n, parts, algorithm, zen_key)
     ib = idx.element_size()
-    header = _header(n, algorithm, quant_bits, bad, wire, ib + vals.element_size())
+    header = part_header.header(n, algorithm, quant_bits, bad, wire, ib + vals.element_size())
     send, splits = _push_rows(idx, vals, owner, parts, header)
     h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_alltoall_async, send, name,
                                 process_set, splits)
@@ -150,7 +109,7 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
 
     def pull(result):
         recv, rsplits = result
-        starts = _check_headers(recv, rsplits, header, name, ib)
+        starts = part_header.check_headers(recv, rsplits, header, name, ib)
         lo = range_lo(n, parts, me)
         length = range_lo(n, parts, me + 1) - lo
         parts_idx, parts_vals = [], []
