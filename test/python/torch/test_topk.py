@@ -377,7 +377,7 @@ def test_device_algorithm_choice_and_what_it_leaves_to_the_runtime():
     assert dense_allgather.runs_here("allgather", hvd.Sum, 0)
     for algorithm in ("zen", "ssar_split_allgather", "dsar_split_allgather",
                       "ssar_recursive_doubling"):
-        assert not dense_allgather.runs_here(algorithm, hvd.Average, 0)  # the runtime's sparse path
+        assert not dense_allgather.runs_here(algorithm, hvd.Average, 0)  # split.py's, or RD's
     assert not dense_allgather.runs_here(None, hvd.Average, 4)  # quantized values: the runtime's
     assert not dense_allgather.runs_here(None, hvd.Max, 0)
 
