@@ -176,3 +176,37 @@ def test_which_calls_run_here():
     assert not rd.runs_here(RD, hvd.Max)
     for algorithm in (None, "auto", "dense", "allgather") + split.ALGORITHMS:
         assert not rd.runs_here(algorithm, hvd.Sum)
+
+
+def test_a_rank_failing_between_exchanges_fails_every_rank_instead_of_leaving_them_waiting():
+    """Rank 1's merge of the first exchange fails (as a GPU allocation would): rank 1 raises its
+    own error; it poisons the next exchange, so the others fail on it naming the tensor instead
+    of waiting for it (with one exchange there is no next: the others finish). The runtime
+    works after."""
+    n = 40
+    idx, vals = rank_pairs(hvd.rank(), n, 6)
+    out = torch.zeros(n, dtype=torch.float64)
+    real_merge, calls = rd._merge, []
+
+    def failing_merge(a, b):
+        calls.append(1)
+        if len(calls) == 2:  # the first was this rank's own input, coalesced
+            raise RuntimeError("CUDA out of memory (a test's)")
+        return real_merge(a, b)
+    if hvd.rank() == 1:
+        rd._merge = failing_merge
+    try:
+        h = start(vals, idx, out, "rd.fails")
+        if hvd.rank() == 1:
+            with pytest.raises(RuntimeError, match="a test's"):
+                hvd.synchronize(h)
+        elif len(rd.exchanges(hvd.size())[0]) > 1:
+            with pytest.raises(hvd.HorovodInternalError,
+                               match="Mismatched data types.*INT8.*sparse_allreduce_pull.rd.fails"):
+                hvd.synchronize(h)
+        else:
+            assert torch.equal(hvd.synchronize(h), reference(n, [6] * hvd.size(), hvd.Sum, 1.0,
+                                                             1.0))
+    finally:
+        rd._merge = real_merge
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="rd.after").item() == hvd.size()

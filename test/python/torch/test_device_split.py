@@ -285,3 +285,30 @@ def test_a_shutdown_fails_a_pending_chained_operation_instead_of_leaving_it_wait
             hvd.synchronize(h)
         assert hvd.poll(h)
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="split.after").item() == hvd.size()
+
+
+def test_an_owner_failing_before_its_pull_fails_every_rank_instead_of_leaving_them_waiting():
+    """Rank 1's reduce fails after the push (as a GPU allocation would): it raises its own
+    error and poisons the pull, so every other rank fails on the pull naming it instead of
+    waiting for rank 1's part. The runtime works after."""
+    idx, vals = rank_pairs(hvd.rank(), 40, 6)
+    out = torch.zeros(40, dtype=torch.float64)
+    real_unpack = split.unpack_pairs
+
+    def failing_unpack(*args):
+        raise RuntimeError("CUDA out of memory (a test's)")
+    if hvd.rank() == 1:
+        split.unpack_pairs = failing_unpack
+    try:
+        h = split.split_into_async(vals, idx, out, "split.fails", hvd.Sum, 1.0, 1.0,
+                                   hvd.global_process_set, "ssar_split_allgather")
+        if hvd.rank() == 1:
+            with pytest.raises(RuntimeError, match="a test's"):
+                hvd.synchronize(h)
+        else:
+            with pytest.raises(hvd.HorovodInternalError, match="Mismatched data types.*INT8.*"
+                                                               "sparse_allreduce_pull.split.fails"):
+                hvd.synchronize(h)
+    finally:
+        split.unpack_pairs = real_unpack
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="split.after").item() == hvd.size()

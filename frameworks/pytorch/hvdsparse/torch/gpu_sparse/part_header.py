@@ -5,6 +5,8 @@ algorithm's code with the quantizer's width above it, and 1 when the sender had 
 together, naming the rank, instead of mixing partitions."""
 import torch
 
+from hvdsparse.torch.chained import AgreedFailure
+
 CODES = {"ssar_split_allgather": 1, "dsar_split_allgather": 2, "zen": 3,
          "ssar_recursive_doubling": 4}
 _NAMES = {code: name for name, code in CODES.items()}
@@ -21,19 +23,19 @@ def header(n, algorithm, bits, bad, idx_dtype, width):
 
 
 def check_headers(recv, splits, mine, name, ib):
-    """Raises on every rank when a rank's header differs from mine or says it sent an index
-    outside the tensor (every rank received every rank's header, each part's first row);
+    """Raises AgreedFailure (a ValueError) on every rank when a rank's header differs from mine
+    or says it sent an index outside the tensor (every rank received every rank's header, each part's first row);
     returns where each rank's part starts in recv."""
     starts = [sum(splits[:r]) for r in range(len(splits))]
     heads = recv[starts].cpu()
     me = mine.cpu()
     for r, head in enumerate(heads):
         if head[ib + 1]:
-            raise ValueError("hvdsparse: sparse allreduce '%s': rank %d sent an index outside "
+            raise AgreedFailure("hvdsparse: sparse allreduce '%s': rank %d sent an index outside "
                              "the tensor's %d elements" % (name, r, _n_of(me, ib)))
     for r, head in enumerate(heads):
         if not torch.equal(head[:ib + 1], me[:ib + 1]):
-            raise ValueError(
+            raise AgreedFailure(
                 "hvdsparse: sparse allreduce '%s': rank %d ran %s over %d elements, this rank %s "
                 "over %d; every rank must ask for the same algorithm on tensors of the same size"
                 % (name, r, _algorithm_of(head, ib), _n_of(head, ib), _algorithm_of(me, ib),

@@ -9,7 +9,9 @@ Each exchange is one alltoall of pair rows in which a rank sends to at most one 
 is named as the sparse allreduce and opens every part with the header row (part_header), so a
 rank on another path fails negotiation with it and ranks that disagree fail together; each later
 one is shaped by the merge before it, so chained's threads enqueue them (log2 P2 exchanges, two
-more with a fold) and none waits on the order of the ranks' synchronize calls.
+more with a fold) and none waits on the order of the ranks' synchronize calls; a rank whose own
+part fails between two exchanges poisons the next (chained.py), so every rank fails, none
+waits.
 
 A merge adds two sets into their union, a + b on one rank and b + a on its partner: the same
 bits, so every rank ends with the same bits, equal to the runtime's (the same sums in the same
@@ -114,17 +116,25 @@ def rd_into_async(values, indices, out, name, op, prescale, postscale, process_s
     pull_name = util.op_name(PULL, name, set_id(process_set))[len(PULL) + 1:]
     flat = out.view(-1)
 
+    alltoall = _lib.lib().hvds_alltoall_async
+
+    def stage_name(s):
+        return "%s.%s%d" % (pull_name, steps[s][0], steps[s][1])
+
+    def poison(s):
+        return lambda: chained.poison(PULL, alltoall, stage_name(s), process_set, out.device,
+                                      head.numel(), [0] * parts)
+
     def enqueue(s, state):
         step = steps[s]
         to, source = peers(step, me, rem)
         send, splits = _rows(state, to, parts, head if s == 0 else None, wire)
         if s == 0:
-            h, key, keep = _gather_like("sparse_allreduce", _lib.lib().hvds_alltoall_async,
-                                        send, name, process_set, splits)
+            h, key, keep = _gather_like("sparse_allreduce", alltoall, send, name, process_set,
+                                        splits)
         else:
-            h, key, keep = _gather_like(PULL, _lib.lib().hvds_alltoall_async, send,
-                                        "%s.%s%d" % (pull_name, step[0], step[1]),
-                                        process_set, splits)
+            h, key, keep = _gather_like(PULL, alltoall, send, stage_name(s), process_set,
+                                        splits)
 
         def finish(hh):
             recv, rsplits = _output(hh, 0, key), handles.received_splits(hh)
@@ -149,11 +159,11 @@ def rd_into_async(values, indices, out, name, op, prescale, postscale, process_s
     def after(s):
         def step(state):
             h = enqueue(s, state)
-            return h if s == len(steps) - 1 else chained.More(h, after(s + 1))
+            return h if s == len(steps) - 1 else chained.More(h, after(s + 1), poison(s + 1))
         return step
 
     first = enqueue(0, state)
     if len(steps) == 1:
         return first
     stream = torch.cuda.current_stream(out.device) if out.is_cuda else None
-    return chained.chain(first, after(1), name or pull_name, stream)
+    return chained.chain(first, after(1), name or pull_name, stream, poison(1))

@@ -133,4 +133,5 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
                           quant_bits, seed)
 
     stream = torch.cuda.current_stream(out.device) if out.is_cuda else None
-    return chained.chain(first, pull, name or pull_name, stream)
+    return chained.chain(first, pull, name or pull_name, stream, lambda: chained.poison(
+        PULL, _lib.lib().hvds_allgather_async, pull_name, process_set, out.device))
