@@ -8,6 +8,7 @@
 
 #ifdef HVDS_HAVE_HWLOC
 #include <hwloc.h>
+#include <pthread.h>
 
 #define MAX_GPUS 64
 
@@ -32,6 +33,43 @@ static void find_gpus(hvds_topo_t* t) {
     if (is_gpu(o)) t->gpus[t->ngpus++] = o;
 }
 
+/* A fresh hwloc topology: this machine's, or the one xml describes (xml != NULL). Returns the step
+ * that failed, NULL on success. */
+static const char* discover(const char* xml, size_t xml_len, hwloc_topology_t* out) {
+  if (hwloc_topology_init(out) != 0) return "hwloc_topology_init";
+  const char* step = "keeping PCI devices";
+  int rc = hwloc_topology_set_io_types_filter(*out, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (rc == 0 && xml != NULL) {
+    step = "reading the XML";
+    rc = hwloc_topology_set_xmlbuffer(*out, xml, (int)xml_len + 1);
+  }
+  if (rc == 0) {
+    step = "loading";
+    rc = hwloc_topology_load(*out);
+  }
+  if (rc == 0) return NULL;
+  hwloc_topology_destroy(*out);
+  return step;
+}
+
+/* This machine's topology, discovered once per process and kept until exit: every load after the
+ * first is a copy. hwloc's PCI discovery leaves about 1 KiB behind in libpciaccess each time, which
+ * a job that initialises again and again (elastic training) would otherwise pay every time. */
+static pthread_mutex_t g_machine_lock = PTHREAD_MUTEX_INITIALIZER;
+static hwloc_topology_t g_machine;
+static int g_machine_loaded;
+
+static const char* copy_of_machine(hwloc_topology_t* out) {
+  pthread_mutex_lock(&g_machine_lock);
+  const char* failed = g_machine_loaded ? NULL : discover(NULL, 0, &g_machine);
+  if (failed == NULL) {
+    g_machine_loaded = 1;
+    if (hwloc_topology_dup(out, g_machine) != 0) failed = "copying";
+  }
+  pthread_mutex_unlock(&g_machine_lock);
+  return failed;
+}
+
 hvds_result_t hvds__topo_load(const char* xml, size_t xml_len, hvds_topo_t** out, char* err,
                               size_t errlen) {
   *out = NULL;
@@ -40,24 +78,9 @@ hvds_result_t hvds__topo_load(const char* xml, size_t xml_len, hvds_topo_t** out
     snprintf(err, errlen, "out of memory");
     return HVDS_SYSTEM_ERROR;
   }
-  if (hwloc_topology_init(&t->t) != 0) {
-    snprintf(err, errlen, "hwloc_topology_init failed");
-    free(t);
-    return HVDS_SYSTEM_ERROR;
-  }
-  const char* step = "keeping PCI devices";
-  int rc = hwloc_topology_set_io_types_filter(t->t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (rc == 0 && xml != NULL) {
-    step = "reading the XML";
-    rc = hwloc_topology_set_xmlbuffer(t->t, xml, (int)xml_len + 1);
-  }
-  if (rc == 0) {
-    step = "loading";
-    rc = hwloc_topology_load(t->t);
-  }
-  if (rc != 0) {
-    snprintf(err, errlen, "hwloc: %s failed", step);
-    hwloc_topology_destroy(t->t);
+  const char* failed = xml != NULL ? discover(xml, xml_len, &t->t) : copy_of_machine(&t->t);
+  if (failed != NULL) {
+    snprintf(err, errlen, "hwloc: %s failed", failed);
     free(t);
     return HVDS_SYSTEM_ERROR;
   }
