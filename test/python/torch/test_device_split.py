@@ -287,22 +287,26 @@ def test_a_shutdown_fails_a_pending_chained_operation_instead_of_leaving_it_wait
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="split.after").item() == hvd.size()
 
 
-def test_an_owner_failing_before_its_pull_fails_every_rank_instead_of_leaving_them_waiting():
+@pytest.mark.parametrize("every_rank", [False, True])
+def test_an_owner_failing_before_its_pull_fails_every_rank_instead_of_leaving_them_waiting(
+        every_rank):
     """Rank 1's reduce fails after the push (as a GPU allocation would): it raises its own
     error and poisons the pull, so every other rank fails on the pull naming it instead of
-    waiting for rank 1's part. The runtime works after."""
+    waiting for rank 1's part. Where every rank fails so, every rank's poison meets the others'
+    (an empty int8 allgather that runs) and each raises its own error. The runtime works
+    after."""
     idx, vals = rank_pairs(hvd.rank(), 40, 6)
     out = torch.zeros(40, dtype=torch.float64)
     real_unpack = split.unpack_pairs
 
     def failing_unpack(*args):
         raise RuntimeError("CUDA out of memory (a test's)")
-    if hvd.rank() == 1:
+    if hvd.rank() == 1 or every_rank:
         split.unpack_pairs = failing_unpack
     try:
-        h = split.split_into_async(vals, idx, out, "split.fails", hvd.Sum, 1.0, 1.0,
-                                   hvd.global_process_set, "ssar_split_allgather")
-        if hvd.rank() == 1:
+        h = split.split_into_async(vals, idx, out, "split.fails.%d" % every_rank, hvd.Sum, 1.0,
+                                   1.0, hvd.global_process_set, "ssar_split_allgather")
+        if hvd.rank() == 1 or every_rank:
             with pytest.raises(RuntimeError, match="a test's"):
                 hvd.synchronize(h)
         else:
