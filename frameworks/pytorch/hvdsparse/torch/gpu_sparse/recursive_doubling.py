@@ -139,7 +139,7 @@ def rd_into_async(values, indices, out, name, op, prescale, postscale, process_s
         def finish(hh):
             recv, rsplits = _output(hh, 0, key), handles.received_splits(hh)
             if s == 0:
-                starts = part_header.check_headers(recv, rsplits, head, name, ib)
+                starts = part_header.check_headers(recv, rsplits, head, name or pull_name, ib)
             else:
                 starts = [sum(rsplits[:r]) for r in range(parts)]
             new = empty if step[0] == "fold" and to is not None else state

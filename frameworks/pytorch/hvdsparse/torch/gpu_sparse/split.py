@@ -109,7 +109,7 @@ def split_into_async(values, indices, out, name, op, prescale, postscale, proces
 
     def pull(result):
         recv, rsplits = result
-        starts = part_header.check_headers(recv, rsplits, header, name, ib)
+        starts = part_header.check_headers(recv, rsplits, header, name or pull_name, ib)
         lo = range_lo(n, parts, me)
         length = range_lo(n, parts, me + 1) - lo
         parts_idx, parts_vals = [], []
