@@ -15,8 +15,9 @@ A failure of this rank's own work between two collectives (the finish of one, th
 builds the next: a GPU allocation, a check) would leave the other ranks waiting for a collective
 this rank never enqueues. So each step comes with a poison: the next collective enqueued under
 its name with int8 elements, which fails negotiation on every rank that enqueued the real one
-("Mismatched data types ... int8", naming the tensor and the ranks), so that every rank's
-synchronize raises and nobody waits; this rank raises its own failure. A collective that failed
+("Mismatched data types: One rank had type UINT8, but another rank had type INT8", naming
+the tensor and the ranks), so that every rank's synchronize raises and nobody waits; this rank
+raises its own failure. A collective that failed
 needs no poison: the runtime failed it on every rank; nor does an AgreedFailure, which every
 rank finds in the data they all received (a rank that asked for another algorithm may have no
 next collective to meet a poison)."""
