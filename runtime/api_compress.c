@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "device_library.h"
+#include "dtype.h"
 #include "state.h"
 #include "topk.h"
 
@@ -14,7 +15,7 @@ static hvds_result_t check_topk(const char* fn, const void* acc, hvds_dtype_t dt
   if (dtype != HVDS_FLOAT32 && dtype != HVDS_FLOAT64)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s: dtype %s is not supported (FLOAT32 or FLOAT64)", fn,
-                           hvds_dtype_name(dtype) ? hvds_dtype_name(dtype) : "unknown");
+                           hvds__dtype_name(dtype) ? hvds__dtype_name(dtype) : "unknown");
   if (index_dtype != HVDS_INT32 && index_dtype != HVDS_INT64)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: index dtype must be INT32 or INT64", fn);
   if (n < 0 || (index_dtype == HVDS_INT32 && n > INT32_MAX))

@@ -105,18 +105,6 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
 
 hvds_result_t hvds_init(void) { return hvds_init_with_process_sets(NULL, NULL, 0); }
 
-int hvds__forked_copy(hvds_runtime_t* rt) {
-  return rt->owner_pid != 0 && getpid() != rt->owner_pid;
-}
-
-hvds_result_t hvds__forked_error(hvds_runtime_t* rt, const char* what) {
-  return hvds__set_error(HVDS_INVALID_USAGE,
-                         "%s: this process (pid %d) was forked from rank %d (pid %d) after "
-                         "hvd.init(); a forked process cannot communicate: collectives run only "
-                         "in the process that called init",
-                         what, (int)getpid(), rt->rank, (int)rt->owner_pid);
-}
-
 hvds_result_t hvds_set_shutdown_reason(const char* reason) {
   hvds_runtime_t* rt = &hvds__rt;
   if (hvds__forked_copy(rt)) return HVDS_SUCCESS;

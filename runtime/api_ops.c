@@ -8,6 +8,7 @@
 #include "device_route.h"
 #include "device_staging.h"
 #include "device_support.h"
+#include "dtype.h"
 #include "enqueue.h"
 #include "execute.h"
 #include "handle.h"
@@ -20,7 +21,7 @@
  * products below would overflow). The dtype must be valid. */
 static size_t tensor_elements(const hvds_tensor_t* t) {
   if (t->ndim < 0 || t->ndim > HVDS_MAX_DIMS) return SIZE_MAX;
-  size_t n = 1, limit = (size_t)PTRDIFF_MAX / hvds_dtype_size(t->dtype);
+  size_t n = 1, limit = (size_t)PTRDIFF_MAX / hvds__dtype_bytes(t->dtype);
   for (int32_t d = 0; d < t->ndim; d++) {
     if (t->shape[d] < 0) return SIZE_MAX;
     if (t->shape[d] > 0 && n > limit / (size_t)t->shape[d]) return SIZE_MAX;
@@ -117,7 +118,7 @@ hvds_result_t hvds__enqueue(hvds_runtime_t* rt, int32_t type, const char* what, 
         return hvds__set_error(HVDS_INVALID_ARGUMENT,
                                "%s '%s': Adasum reduces float16, bfloat16, float32 and float64 "
                                "tensors, not %s",
-                               what, o->name, hvds_dtype_name(dt));
+                               what, o->name, hvds__dtype_name(dt));
     }
   }
   if ((int)o->op < 0 || o->op > HVDS_PRODUCT)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "device_library.h"
+#include "dtype.h"
 #include "quantize.h"
 #include "state.h"
 
@@ -22,7 +23,7 @@ static hvds_result_t check_quant(const char* fn, const void* src, int64_t n, hvd
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "%s: dtype %s cannot be quantized (FLOAT16, BFLOAT16, FLOAT32 or "
                            "FLOAT64)",
-                           fn, hvds_dtype_name(dtype) ? hvds_dtype_name(dtype) : "unknown");
+                           fn, hvds__dtype_name(dtype) ? hvds__dtype_name(dtype) : "unknown");
   if (n < 0)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "%s: n = %lld is negative", fn, (long long)n);
   if (n > 0 && (src == NULL || dst == NULL))

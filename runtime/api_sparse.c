@@ -6,6 +6,7 @@
 
 #include "cost_model.h"
 #include "device_support.h"
+#include "dtype.h"
 #include "enqueue.h"
 #include "handle.h"
 #include "sparse_allreduce.h"
@@ -53,7 +54,7 @@ hvds_result_t hvds__sparse_detect_entry(hvds_runtime_t* rt, hvds_entry_t* e,
   if (!detect || (e->op != HVDS_SUM && e->op != HVDS_AVERAGE) || t->device != -1 || t->ndim < 1)
     return HVDS_SUCCESS;
   int64_t n = numel(t->ndim, t->shape);
-  if ((size_t)n * hvds_dtype_size(t->dtype) < HVDS_SPARSE_DETECT_MIN_BYTES) return HVDS_SUCCESS;
+  if ((size_t)n * hvds__dtype_bytes(t->dtype) < HVDS_SPARSE_DETECT_MIN_BYTES) return HVDS_SUCCESS;
   // Rows for matrices and up, elements for vectors: the layout execution will use.
   hvds_sparse_layout_t lay = {(size_t)(t->ndim >= 2 ? t->shape[0] : n),
                               (size_t)(t->ndim >= 2 && t->shape[0] > 0 ? n / t->shape[0] : 1),
@@ -83,7 +84,7 @@ static hvds_result_t check_input(const hvds_sparse_tensor_t* in, const char* nam
   if (in->index_dtype != HVDS_INT32 && in->index_dtype != HVDS_INT64)
     return hvds__set_error(HVDS_INVALID_ARGUMENT,
                            "sparse allreduce '%s': indices must be INT32 or INT64, not %s", name,
-                           hvds_dtype_name(in->index_dtype));
+                           hvds__dtype_name(in->index_dtype));
   if ((int)in->dtype < 0 || in->dtype >= HVDS_DTYPE_COUNT)
     return hvds__set_error(HVDS_INVALID_ARGUMENT, "sparse allreduce '%s': unsupported dtype %d",
                            name, (int)in->dtype);

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "check.h"
 #include "collectives.h"
+#include "dtype.h"
 #include "fusion.h"
 #include "handle.h"
 #include "lane.h"
@@ -284,7 +285,7 @@ static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* o
     if (e) e->sent = 1;
     s->cache_hits++;
     hvds__cache_touch(&s->cache, b);
-    int64_t bytes = ce->numel * (int64_t)hvds_dtype_size((hvds_dtype_t)ce->dtype);
+    int64_t bytes = ce->numel * (int64_t)hvds__dtype_bytes((hvds_dtype_t)ce->dtype);
     hvds_response_t* r = bucket >= 0 ? &out->items[bucket] : NULL;
     if (r && joins_bucket(r, ce) && bucket_bytes + bytes <= threshold) {
       if (hvds__response_add_size(r, ce->numel) != 0 || hvds__response_add_name(r, ce->name) != 0)

@@ -11,6 +11,7 @@
 #include "autotune.h"
 #include "controller.h"
 #include "coordinator.h"
+#include "dtype.h"
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
@@ -87,7 +88,7 @@ static double allreduce_bytes(const hvds_response_t* r, int32_t n) {
   for (int32_t i = 0; i < n; i++) {
     if (r[i].type != HVDS_MSG_ALLREDUCE) continue;
     for (int32_t k = 0; k < r[i].nsizes; k++)
-      bytes += (double)r[i].sizes[k] * (double)hvds_dtype_size((hvds_dtype_t)r[i].dtype);
+      bytes += (double)r[i].sizes[k] * (double)hvds__dtype_bytes((hvds_dtype_t)r[i].dtype);
   }
   return bytes;
 }

@@ -9,6 +9,7 @@
 #include "device_library.h"
 #include "device_route.h"
 #include "device_support.h"
+#include "dtype.h"
 #include "log.h"
 #include "param.h"
 #include "pinned_pool.h"
@@ -27,7 +28,7 @@ struct hvds_staging {
 };
 
 static size_t tensor_bytes(const hvds_tensor_t* t) {
-  size_t n = hvds_dtype_size(t->dtype);
+  size_t n = hvds__dtype_bytes(t->dtype);
   for (int32_t d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
   return n;
 }

@@ -10,6 +10,7 @@
 #include "coordinator.h"
 #include "device_route.h"
 #include "device_staging.h"
+#include "dtype.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
@@ -123,7 +124,7 @@ void hvds__tl_end(hvds_runtime_t* rt, const hvds_response_t* r, hvds_exec_t* x) 
                                 (long long)e->input.shape[d]);
       if (off < sizeof(shape)) snprintf(shape + off, sizeof(shape) - off, "]");
     }
-    hvds__timeline_end(rt->timeline, r->names[i], hvds_dtype_name((hvds_dtype_t)r->dtype), shape);
+    hvds__timeline_end(rt->timeline, r->names[i], hvds__dtype_name((hvds_dtype_t)r->dtype), shape);
   }
 }
 
@@ -173,7 +174,7 @@ static hvds_result_t allreduce_pieces(const hvds_backend_t* be, hvds_pset_t* s, 
                                       hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
   hvds_dtype_t dt = (hvds_dtype_t)r->dtype;
-  size_t esz = hvds_dtype_size(dt);
+  size_t esz = hvds__dtype_bytes(dt);
   hvds_coll_piece_t stack[64], *pc = x->n <= 64 ? stack : malloc((size_t)x->n * sizeof *pc);
   if (pc == NULL) {
     finish_all(rt, x, HVDS_SYSTEM_ERROR, "out of memory for the fused allreduce's tensor list");
@@ -210,7 +211,7 @@ static hvds_result_t allreduce_adasum(hvds_pset_t* s, hvds_response_t* r, void* 
 
 static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = s->rt;
-  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t esz = hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
   hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt->allreduce_algo, 0, 0};

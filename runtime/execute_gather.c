@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "collectives.h"
+#include "dtype.h"
 #include "execute.h"
 #include "p2p.h"
 #include "process_set.h"
@@ -36,7 +37,7 @@ hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
-  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = hvds__row_elems(r) * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
   if (bytes == NULL) {
     hvds__entry_finish(rt, e, HVDS_SYSTEM_ERROR, "out of memory");
@@ -81,7 +82,7 @@ hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec
   hvds_runtime_t* rt = s->rt;
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
-  size_t bytes = (size_t)r->sizes[0] * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t bytes = (size_t)r->sizes[0] * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
   hvds__tl_start(rt, r, NULL);
   hvds__tl_activity(rt, r, "GLOO_BCAST");
@@ -98,7 +99,7 @@ hvds_result_t hvds__exec_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec
 hvds_result_t hvds__alltoall_plan(hvds_pset_t* s, const hvds_response_t* r, const hvds_entry_t* e,
                                   const struct hvds_backend* be, hvds_alltoall_plan_t* p) {
   int32_t n = s->n;
-  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = hvds__row_elems(r) * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
   memset(p, 0, sizeof(*p));
   p->send_splits = calloc((size_t)n * 2, sizeof(int32_t));
@@ -192,7 +193,7 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   hvds_entry_t* e = x->entries[0];
   if (e == NULL) return HVDS_SUCCESS;
   int32_t n = s->n;
-  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t esz = hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   size_t total = (size_t)r->sizes[0];
   size_t* counts = calloc((size_t)n, sizeof(size_t));
   char* buf = hvds__fusion_buffer(rt, total * esz);

@@ -31,6 +31,7 @@
 
 #include "check.h"
 #include "collectives.h"
+#include "dtype.h"
 #include "execute.h"
 #include "handle.h"
 #include "log.h"
@@ -107,8 +108,8 @@ int hvds__sparse_validate(const hvds_request_t* a, const hvds_request_t* b, char
     return snprintf(err, len,
                     "Mismatched sparse index types: One rank sent indices of type %s, but another "
                     "rank sent indices of type %s.",
-                    hvds_dtype_name((hvds_dtype_t)x[HVDS_SPARSE_META_INDEX]),
-                    hvds_dtype_name((hvds_dtype_t)y[HVDS_SPARSE_META_INDEX]));
+                    hvds__dtype_name((hvds_dtype_t)x[HVDS_SPARSE_META_INDEX]),
+                    hvds__dtype_name((hvds_dtype_t)y[HVDS_SPARSE_META_INDEX]));
   if (x[HVDS_SPARSE_META_ALGO] != y[HVDS_SPARSE_META_ALGO])
     return snprintf(err, len,
                     "Mismatched sparse allreduce algorithms: One rank asked for %s, but another "

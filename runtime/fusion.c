@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
+
 int64_t hvds__response_bytes(const hvds_response_t* r) {
   int64_t elems = 0;
   for (int32_t i = 0; i < r->nsizes; i++) elems += r->sizes[i];
-  return elems * (int64_t)hvds_dtype_size((hvds_dtype_t)r->dtype);
+  return elems * (int64_t)hvds__dtype_bytes((hvds_dtype_t)r->dtype);
 }
 
 static int fusable(const hvds_response_t* a, const hvds_response_t* b) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "controller.h"
+#include "dtype.h"
 #include "execute.h"
 #include "log.h"
 #include "message.h"
@@ -67,7 +68,7 @@ void hvds__lane_fill(const hvds_pset_t* s, uint64_t* w) {
 
 static void describe(const hvds_entry_t* e, char* out, size_t len) {
   size_t off = (size_t)snprintf(out, len, "%s '%s' (%s, shape [", hvds__msg_type_name(e->type),
-                                e->name, hvds_dtype_name(e->input.dtype));
+                                e->name, hvds__dtype_name(e->input.dtype));
   for (int32_t d = 0; d < e->input.ndim && off < len; d++)
     off += (size_t)snprintf(out + off, len - off, d ? ", %lld" : "%lld",
                             (long long)e->input.shape[d]);

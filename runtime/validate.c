@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "dtype.h"
 #include "sparse_rt.h"
 
 static void shape_text(const hvds_request_t* r, char* out, size_t len) {
@@ -24,10 +25,9 @@ static int check_common(const hvds_request_t* a, const hvds_request_t* b, char* 
                     "Mismatched operations: One rank did an %s, but another rank did an %s.", tn,
                     hvds__msg_type_name(b->type));
   if (b->dtype != a->dtype)
-    return snprintf(err, len,
-                    "Mismatched data types: One rank had type %s, but another rank had type %s.",
-                    hvds_dtype_name((hvds_dtype_t)a->dtype),
-                    hvds_dtype_name((hvds_dtype_t)b->dtype));
+    return snprintf(
+        err, len, "Mismatched data types: One rank had type %s, but another rank had type %s.",
+        hvds__dtype_name((hvds_dtype_t)a->dtype), hvds__dtype_name((hvds_dtype_t)b->dtype));
   if ((a->device < 0) != (b->device < 0))
     return snprintf(err, len,
                     "Mismatched %s CPU/GPU device selection: One rank specified device %s, but "

@@ -12,6 +12,7 @@
 #include "device_completion.h"
 #include "device_library.h"
 #include "device_route.h"
+#include "dtype.h"
 #include "hierarchy.h"
 #include "log.h"
 #include "param.h"
@@ -278,7 +279,7 @@ static int prepare_one(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x, const
 static hvds_result_t run_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   one_t o;
   if (!prepare_one(s, r, x, "allgather", &o)) return HVDS_SUCCESS;
-  size_t row = hvds__row_elems(r) * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t row = hvds__row_elems(r) * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   size_t* bytes = calloc((size_t)s->n, sizeof(size_t));
   if (bytes == NULL) return launched(s, r, x, o.op, -1, "out of memory");
   int64_t rows = 0, shape[HVDS_MAX_DIMS];
@@ -304,7 +305,7 @@ static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   if (counts == NULL) return launched(s, r, x, o.op, -1, "out of memory");
   int64_t shape[HVDS_MAX_DIMS];
   int32_t ndim = hvds__reducescatter_split(r, s->n, s->my_rank, counts, shape);
-  size_t esz = hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t esz = hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   void* out = hvds__entry_alloc_output(o.e, ndim, shape, counts[s->my_rank] * esz);
   if (out == NULL) output_failed(o.op, o.e, counts[s->my_rank] * esz);
   hvds__tl_activity(s->rt, r, "NCCL_REDUCESCATTER");
@@ -319,7 +320,7 @@ static hvds_result_t run_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
 static hvds_result_t run_broadcast(hvds_pset_t* s, hvds_response_t* r, hvds_exec_t* x) {
   one_t o;
   if (!prepare_one(s, r, x, "broadcast", &o)) return HVDS_SUCCESS;
-  size_t bytes = (size_t)r->sizes[0] * hvds_dtype_size((hvds_dtype_t)r->dtype);
+  size_t bytes = (size_t)r->sizes[0] * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   hvds__tl_activity(s->rt, r, "NCCL_BCAST");
   int rc = o.api->broadcast(o.comm, o.e->input.data, bytes, r->root_rank, o.ready, o.nready,
                             completed, o.op, o.why, sizeof(o.why));
