@@ -1,5 +1,5 @@
-/* Execution of a negotiated sparse allreduce (HVDS_MSG_SPARSE_ALLREDUCE), and its checks at the
- * set's rank 0.
+/* Execution of a negotiated sparse allreduce (HVDS_MSG_SPARSE_ALLREDUCE); its checks at the
+ * set's rank 0 and the response they make are sparse_request.c's.
  *
  * Sparse tensors (hvds_sparse_allreduce_async): the caller's entries go to
  * hvds__sparse_allreduce on the set's communicator, whose preamble agrees every rank's entry
@@ -62,87 +62,7 @@ typedef struct {
   double t0, t1; /* monotonic seconds around the collective */
 } job_t;
 
-/* ---- checks at the set's rank 0 ---- */
-
-static const char* format_text(int32_t f) {
-  return f == HVDS_SPARSE_COO    ? "a COO"
-         : f == HVDS_SPARSE_ROWS ? "a ROWS"
-                                 : "a dense (sparse_detect)";
-}
-
-static int64_t numel_from(const hvds_request_t* a, int32_t first) {
-  int64_t n = 1;
-  for (int32_t d = first; d < a->ndim; d++) n *= a->shape[d];
-  return n;
-}
-
-/* A request's own sparse parameters. */
-static int validate_one(const hvds_request_t* a, char* err, size_t len) {
-  if (a->nextra != HVDS_SPARSE_META_COUNT || a->extra == NULL)
-    return snprintf(err, len, "Malformed SPARSE_ALLREDUCE request: %d sparse parameters.",
-                    a->nextra);
-  int32_t f = a->extra[HVDS_SPARSE_META_FORMAT], idx = a->extra[HVDS_SPARSE_META_INDEX];
-  int32_t algo = a->extra[HVDS_SPARSE_META_ALGO], q = a->extra[HVDS_SPARSE_META_QBITS];
-  if ((f != HVDS_SPARSE_COO && f != HVDS_SPARSE_ROWS && f != HVDS_SPARSE_DETECT) ||
-      (idx != HVDS_INT32 && idx != HVDS_INT64) || algo < 0 || algo >= HVDS_SPARSE_ALGO_COUNT ||
-      (q != 0 && q != 2 && q != 4 && q != 8) || (f != HVDS_SPARSE_COO && a->ndim < 1))
-    return snprintf(err, len,
-                    "Invalid SPARSE_ALLREDUCE parameters: format %d, index type %d, algorithm %d, "
-                    "quantization %d bits, dense rank %d.",
-                    f, idx, algo, q, a->ndim);
-  return 0;
-}
-
-int hvds__sparse_validate(const hvds_request_t* a, const hvds_request_t* b, char* err, size_t len) {
-  if (b == NULL) return validate_one(a, err, len);
-  int n = validate_one(b, err, len);
-  if (n > 0 || validate_one(a, err, len) > 0) return n;  // a's own problem is reported later
-  const int32_t *x = a->extra, *y = b->extra;
-  if (x[HVDS_SPARSE_META_FORMAT] != y[HVDS_SPARSE_META_FORMAT])
-    return snprintf(err, len,
-                    "Mismatched sparse formats: One rank sent %s tensor, but another rank sent "
-                    "%s tensor.",
-                    format_text(x[HVDS_SPARSE_META_FORMAT]),
-                    format_text(y[HVDS_SPARSE_META_FORMAT]));
-  if (x[HVDS_SPARSE_META_INDEX] != y[HVDS_SPARSE_META_INDEX])
-    return snprintf(err, len,
-                    "Mismatched sparse index types: One rank sent indices of type %s, but another "
-                    "rank sent indices of type %s.",
-                    hvds__dtype_name((hvds_dtype_t)x[HVDS_SPARSE_META_INDEX]),
-                    hvds__dtype_name((hvds_dtype_t)y[HVDS_SPARSE_META_INDEX]));
-  if (x[HVDS_SPARSE_META_ALGO] != y[HVDS_SPARSE_META_ALGO])
-    return snprintf(err, len,
-                    "Mismatched sparse allreduce algorithms: One rank asked for %s, but another "
-                    "rank asked for %s.",
-                    hvds__sparse_algo_name((hvds_sparse_algo_t)x[HVDS_SPARSE_META_ALGO]),
-                    hvds__sparse_algo_name((hvds_sparse_algo_t)y[HVDS_SPARSE_META_ALGO]));
-  if (x[HVDS_SPARSE_META_QBITS] != y[HVDS_SPARSE_META_QBITS])
-    return snprintf(err, len,
-                    "Mismatched sparse quantization: One rank asked for %d bits, but another rank "
-                    "asked for %d bits.",
-                    (int)x[HVDS_SPARSE_META_QBITS], (int)y[HVDS_SPARSE_META_QBITS]);
-  return 0;
-}
-
-int hvds__sparse_response_fill(hvds_response_t* out, const hvds_request_t* a) {
-  int32_t f = a->extra[HVDS_SPARSE_META_FORMAT];
-  int rows = f == HVDS_SPARSE_ROWS || (f == HVDS_SPARSE_DETECT && a->ndim >= 2);
-  int64_t dim = rows ? a->shape[0] : numel_from(a, 0), row = rows ? numel_from(a, 1) : 1;
-  if (hvds__response_add_size(out, dim) != 0 || hvds__response_add_size(out, row) != 0) return -1;
-  out->extra = malloc(HVDS_SPARSE_META_COUNT * sizeof(int32_t));
-  if (out->extra == NULL) return -1;
-  memcpy(out->extra, a->extra, HVDS_SPARSE_META_COUNT * sizeof(int32_t));
-  out->nextra = HVDS_SPARSE_META_COUNT;
-  return 0;
-}
-
 /* ---- statistics, timeline, log ---- */
-
-void hvds__sparse_out_free(hvds_sparse_out_t* o) {
-  if (o == NULL) return;
-  free(o->owned);
-  free(o);
-}
 
 /* The network and local work as measured at init, as the cost model takes them. */
 static hvds_sparse_net_t measured_net(hvds_runtime_t* rt) {
