@@ -12,6 +12,7 @@
 #include "enqueue.h"
 #include "execute.h"
 #include "handle.h"
+#include "handle_wait.h"
 #include "log.h"
 #include "sparse_rt.h"
 #include "state.h"

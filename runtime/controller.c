@@ -18,6 +18,8 @@
 #include "process_set.h"
 #include "reduce.h"
 #include "sparse_rt.h"
+#include "stall.h"
+#include "table.h"
 
 /* Flag bits of word 0 are inverted ("1 = not the case") so that AND yields "any rank". */
 #define FLAG_NO_SHUTDOWN 1ull

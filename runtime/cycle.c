@@ -10,9 +10,9 @@
 
 #include "autotune.h"
 #include "controller.h"
-#include "coordinator.h"
 #include "dtype.h"
 #include "execute.h"
+#include "fault_record.h"
 #include "handle.h"
 #include "log.h"
 #include "thread_priority.h"

@@ -8,6 +8,7 @@
 #include "enqueue.h"
 #include "execute.h"
 #include "handle.h"
+#include "handle_wait.h"
 #include "log.h"
 #include "state.h"
 

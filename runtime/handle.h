@@ -5,6 +5,10 @@
 
 #include "state.h"
 
+/* A binding's wait returns every slice to see Ctrl-C: a wait starting within this many
+ * seconds of the last one's end continues it. */
+#define HVDS_WAIT_SLICE_GAP_S 0.1
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,12 +29,8 @@ void hvds__handle_complete_many(hvds_runtime_t* rt, hvds_handle_rec_t** hs, int3
 hvds_handle_rec_t* hvds__handle_find_locked(hvds_runtime_t* rt, hvds_handle_t id);
 /* Frees every record (shutdown with nothing pending). */
 void hvds__handle_table_free(hvds_runtime_t* rt);
-/* hvds_wait() and hvds_release() (hvdsparse.h) on a given runtime. */
-hvds_result_t hvds__wait(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_ms);
+/* hvds_release() (hvdsparse.h) on a given runtime. */
 void hvds__release(hvds_runtime_t* rt, hvds_handle_t id);
-/* Whether this thread's latest hvds_wait() found its operation pending and finished it by
- * running cycles itself; the next enqueue from this thread reads and clears it. */
-extern __thread int hvds__served_itself; /* __thread: the one spelling C and C++ share */
 
 #ifdef __cplusplus
 }

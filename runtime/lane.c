@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller.h"
 #include "dtype.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "log.h"
 #include "message.h"
 #include "param.h"
+#include "table.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);

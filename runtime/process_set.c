@@ -4,15 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller.h"
 #include "device_route.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"
 #include "param.h"
 #include "sparse_memory.h"
 #include "sparse_rt.h"
+#include "table.h"
 #include "tags.h"
 
 uint64_t hvds__next_tag(hvds_pset_t* s) { return s->tag_seq++ & HVDS_TAG_SEQ_MASK; }

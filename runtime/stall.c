@@ -1,12 +1,14 @@
 /* Stall inspector (set rank 0): names the ranks that have not submitted tensors the others are
  * waiting on, and after the shutdown time fails those tensors on every rank instead of hanging. */
+#include "stall.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller.h"
 #include "log.h"
 #include "param.h"
+#include "table.h"
 
 #define MAX_NAMES_SHOWN 6
 

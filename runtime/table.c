@@ -1,10 +1,11 @@
 /* The set coordinator's message table: which rank asked for which tensor, and the responses of
  * the tensors every rank asked for (validated by validate.c). Set rank 0 only. */
+#include "table.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller.h"
 #include "log.h"
 #include "sparse_rt.h"
 #include "timeline.h"

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "collectives.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "state.h"
 
 #ifdef __cplusplus

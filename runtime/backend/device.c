@@ -13,6 +13,7 @@
 #include "device_library.h"
 #include "device_route.h"
 #include "dtype.h"
+#include "exec_layout.h"
 #include "hierarchy.h"
 #include "log.h"
 #include "param.h"

@@ -2,8 +2,6 @@
  * every response, so it is the registry's last entry. */
 #include "backend.h"
 
-#include "execute.h"
-
 static int takes(const hvds_pset_t* s, const hvds_response_t* r, size_t bytes) { return 1; }
 
 static hvds_result_t allreduce(hvds_pset_t* s, void* buf, size_t count, hvds_dtype_t dtype,
