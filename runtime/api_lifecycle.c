@@ -14,7 +14,7 @@
 #include "cpu_budget.h"
 #include "device_route.h"
 #include "dtype.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "handle.h"
 #include "instance.h"
 #include "log.h"

@@ -10,7 +10,7 @@
 #include "device_support.h"
 #include "dtype.h"
 #include "enqueue.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "handle.h"
 #include "handle_wait.h"
 #include "log.h"

@@ -16,7 +16,6 @@
 #include "bayes_opt.h"
 #include "check.h"
 #include "collectives.h"
-#include "execute.h"
 #include "log.h"
 #include "param.h"
 #include "process_set.h"

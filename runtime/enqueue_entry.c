@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "enqueue.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "handle.h"
 #include "handle_wait.h"
 #include "log.h"

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "dtype.h"
 #include "process_set.h"
 
@@ -32,7 +31,7 @@ int32_t hvds__reducescatter_split(const hvds_response_t* r, int32_t n, int32_t r
 }
 
 hvds_result_t hvds__alltoall_plan(hvds_pset_t* s, const hvds_response_t* r, const hvds_entry_t* e,
-                                  const struct hvds_backend* be, hvds_alltoall_plan_t* p) {
+                                  hvds_set_alltoallv_fn alltoallv, hvds_alltoall_plan_t* p) {
   int32_t n = s->n;
   size_t row = hvds__row_elems(r) * hvds__dtype_bytes((hvds_dtype_t)r->dtype);
   /* Two allocations: the send and receive splits, then the byte counts and offsets of both. */
@@ -53,8 +52,8 @@ hvds_result_t hvds__alltoall_plan(hvds_pset_t* s, const hvds_response_t* r, cons
     p->send_off[k] = (size_t)k * 4;
   }
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
-  hvds_result_t rc = be->alltoallv(s, p->send_splits, p->send_bytes, p->send_off, p->recv_splits,
-                                   p->send_bytes, p->send_off, &o);
+  hvds_result_t rc = alltoallv(s, p->send_splits, p->send_bytes, p->send_off, p->recv_splits,
+                               p->send_bytes, p->send_off, &o);
   if (rc != HVDS_SUCCESS) {
     hvds__alltoall_plan_free(p);
     return rc;

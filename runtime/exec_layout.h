@@ -3,6 +3,7 @@
 #ifndef HVDS_EXEC_LAYOUT_H_
 #define HVDS_EXEC_LAYOUT_H_
 
+#include "collectives.h"
 #include "state.h"
 
 #ifdef __cplusplus
@@ -27,11 +28,15 @@ typedef struct {
   size_t received; /* bytes in all */
   int64_t shape[HVDS_MAX_DIMS];
 } hvds_alltoall_plan_t;
-struct hvds_backend;
-/* Exchanges the splits over s by be's alltoallv and lays out p; the transport's failure, or
+/* An alltoallv over a set's ranks, as a backend runs it (backend.h). */
+typedef hvds_result_t (*hvds_set_alltoallv_fn)(hvds_pset_t* s, const void* sendbuf,
+                                               const size_t* send_bytes, const size_t* send_off,
+                                               void* recvbuf, const size_t* recv_bytes,
+                                               const size_t* recv_off, const hvds_coll_opts_t* o);
+/* Exchanges the splits over s by alltoallv and lays out p; the transport's failure, or
  * HVDS_SUCCESS with p to free by hvds__alltoall_plan_free. */
 hvds_result_t hvds__alltoall_plan(hvds_pset_t* s, const hvds_response_t* r, const hvds_entry_t* e,
-                                  const struct hvds_backend* be, hvds_alltoall_plan_t* p);
+                                  hvds_set_alltoallv_fn alltoallv, hvds_alltoall_plan_t* p);
 void hvds__alltoall_plan_free(hvds_alltoall_plan_t* p);
 /* Keeps the received splits (n) in e's handle, where hvds_alltoall's caller reads them. */
 void hvds__alltoall_keep_splits(hvds_runtime_t* rt, hvds_entry_t* e, const int32_t* recv,

@@ -1,5 +1,7 @@
 /* Execution of the collectives whose output size comes from negotiation: allgather, alltoall,
  * reducescatter; and broadcast. None of them is fused. */
+#include "execute_gather.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +10,6 @@
 #include "collectives.h"
 #include "dtype.h"
 #include "exec_layout.h"
-#include "execute.h"
 #include "p2p.h"
 #include "process_set.h"
 #include "reduce.h"
@@ -83,7 +84,7 @@ hvds_result_t hvds__exec_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
   hvds__tl_start(rt, r, NULL);
   const hvds_backend_t* be = hvds__backend_for(s, r, 0);
   hvds_alltoall_plan_t p;
-  hvds_result_t rc = hvds__alltoall_plan(s, r, e, be, &p);
+  hvds_result_t rc = hvds__alltoall_plan(s, r, e, be->alltoallv, &p);
   if (rc != HVDS_SUCCESS) return rc;
   char* out = hvds__entry_alloc_output(e, r->nextra, p.shape, p.received);
   char* buf = out ? out : hvds__fusion_buffer(rt, p.received);

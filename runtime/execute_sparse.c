@@ -24,6 +24,8 @@
  * agreed counts, the overlap and the model's prediction as args; the debug log says the same,
  * with the model's time for every algorithm and ZEN's imbalance.
  */
+#include "execute_sparse.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +34,6 @@
 #include "check.h"
 #include "collectives.h"
 #include "dtype.h"
-#include "execute.h"
 #include "handle.h"
 #include "log.h"
 #include "p2p.h"

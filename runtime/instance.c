@@ -7,7 +7,7 @@
 
 #include "collectives.h"
 #include "coordinator.h"
-#include "execute.h"
+#include "exec_shared.h"
 #include "handle.h"
 #include "log.h"
 #include "param.h"

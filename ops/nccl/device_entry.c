@@ -8,9 +8,9 @@
 #include "device_api.h"
 #include "device_events.h"
 #include "device_quant.h"
-#include "device_route.h"
 #include "device_topk.h"
 #include "nccl_backend.h"
+#include "nccl_route.h"
 
 static int cuda_runtime_version(void) {
   int v = 0;

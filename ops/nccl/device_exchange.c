@@ -1,9 +1,9 @@
 /* The NCCL route's broadcast and alltoall (device_api.h version 6), submitted like the
- * allreduce (device_route_internal.h). */
+ * allreduce (nccl_route_internal.h). */
 #include <stdlib.h>
 
-#include "device_route.h"
-#include "device_route_internal.h"
+#include "nccl_route.h"
+#include "nccl_route_internal.h"
 
 typedef struct {
   void* buf;

@@ -1,11 +1,11 @@
 /* The NCCL route's allgather and reducescatter (device_api.h version 5): the collectives of
- * DeAR's buckets, submitted like the allreduce (device_route_internal.h). */
+ * DeAR's buckets, submitted like the allreduce (nccl_route_internal.h). */
 #include <cuda_runtime_api.h>
 #include <string.h>
 
-#include "device_route.h"
-#include "device_route_internal.h"
 #include "dtype.h"
+#include "nccl_route.h"
+#include "nccl_route_internal.h"
 
 typedef struct {
   const void* input;

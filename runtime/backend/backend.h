@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "collectives.h"
+#include "exec_layout.h"
 #include "exec_shared.h"
 #include "state.h"
 
@@ -36,9 +37,7 @@ typedef struct hvds_backend {
                               const hvds_coll_opts_t* o);
   hvds_result_t (*broadcast)(hvds_pset_t* s, void* buf, size_t bytes, int root,
                              const hvds_coll_opts_t* o);
-  hvds_result_t (*alltoallv)(hvds_pset_t* s, const void* sendbuf, const size_t* send_bytes,
-                             const size_t* send_off, void* recvbuf, const size_t* recv_bytes,
-                             const size_t* recv_off, const hvds_coll_opts_t* o);
+  hvds_set_alltoallv_fn alltoallv; /* exec_layout.h */
   hvds_result_t (*reducescatter)(hvds_pset_t* s, void* buf, const size_t* counts,
                                  hvds_dtype_t dtype, hvds_reduce_op_t op,
                                  const hvds_coll_opts_t* o);

@@ -334,7 +334,7 @@ static hvds_result_t run_alltoall(hvds_pset_t* s, hvds_response_t* r, hvds_exec_
   one_t o;
   if (!prepare_one(s, r, x, "alltoall", &o)) return HVDS_SUCCESS;
   hvds_alltoall_plan_t p;
-  hvds_result_t exchanged = hvds__alltoall_plan(s, r, o.e, &hvds__backend_flat, &p);
+  hvds_result_t exchanged = hvds__alltoall_plan(s, r, o.e, hvds__backend_flat.alltoallv, &p);
   if (exchanged != HVDS_SUCCESS) {
     free(o.op);        // nothing launched
     return exchanged;  // the control plane failed: x's entries fail with its message

@@ -1,6 +1,6 @@
 /* The NCCL route's entries of the device library's table (device_api.h versions 3 to 7). */
-#ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_H_
-#define HVDS_OPS_NCCL_DEVICE_ROUTE_H_
+#ifndef HVDS_OPS_NCCL_NCCL_ROUTE_H_
+#define HVDS_OPS_NCCL_NCCL_ROUTE_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,4 +40,4 @@ void* hvds__route_launch_event(void* comm, char* why, size_t why_len);
 #ifdef __cplusplus
 }
 #endif
-#endif /* HVDS_OPS_NCCL_DEVICE_ROUTE_H_ */
+#endif /* HVDS_OPS_NCCL_NCCL_ROUTE_H_ */

@@ -1,7 +1,7 @@
-/* What the NCCL route's files share (device_route.c: contexts, communicators, allreduce;
+/* What the NCCL route's files share (nccl_route.c: contexts, communicators, allreduce;
  * device_gather.c: allgather and reducescatter; device_exchange.c: broadcast and alltoall). */
-#ifndef HVDS_OPS_NCCL_DEVICE_ROUTE_INTERNAL_H_
-#define HVDS_OPS_NCCL_DEVICE_ROUTE_INTERNAL_H_
+#ifndef HVDS_OPS_NCCL_NCCL_ROUTE_INTERNAL_H_
+#define HVDS_OPS_NCCL_NCCL_ROUTE_INTERNAL_H_
 
 #include <pthread.h>
 #include <stddef.h>
@@ -44,4 +44,4 @@ int hvds__route_submit(route_comm_t* c, void* const* ready, int nready, hvds_dev
                        void* done_arg, hvds_route_launch_fn launch, void* args, char* why,
                        size_t why_len);
 
-#endif /* HVDS_OPS_NCCL_DEVICE_ROUTE_INTERNAL_H_ */
+#endif /* HVDS_OPS_NCCL_NCCL_ROUTE_INTERNAL_H_ */

@@ -1,7 +1,7 @@
 /* The NCCL route of the device library (device_api.h): contexts kept per GPU for the process,
  * communicators, the device fusion buffer, the submission every collective shares, and the
  * fused allreduce, over the backend of nccl_backend.h. */
-#include "device_route.h"
+#include "nccl_route.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -10,9 +10,9 @@
 
 #include "current_device.h"
 #include "device_events.h"
-#include "device_route_internal.h"
 #include "dtype.h"
 #include "nccl_backend.h"
+#include "nccl_route_internal.h"
 #include "result_text.h"
 
 enum { kMaxDevices = 64 };
