@@ -33,17 +33,4 @@ from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
     mpi_threads_supported, nccl_built, process_set_included_op, rank, rank_op, reducescatter,
     rocm_built, shutdown, size, size_op, start_timeline, stop_timeline, _executing_eagerly)
 
-
-def DistributedOptimizer(optimizer, *args, **kwargs):
-    """Keras optimizers: see hvdsparse.tensorflow.keras.DistributedOptimizer. Legacy
-    tf.compat.v1 optimizers are not supported."""
-    from hvdsparse.tensorflow.keras import DistributedOptimizer as _keras_opt
-    return _keras_opt(optimizer, *args, **kwargs)
-
-
-def __getattr__(name):
-    # SyncBatchNormalization derives from tf.keras's layer: Keras loads only when it is asked for.
-    if name == "SyncBatchNormalization":
-        from hvdsparse.tensorflow.sync_batch_norm import SyncBatchNormalization
-        return SyncBatchNormalization
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+from hvdsparse.tensorflow.late_names import DistributedOptimizer, __getattr__  # noqa: F401

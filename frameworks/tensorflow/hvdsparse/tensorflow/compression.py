@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from hvdsparse.common.compression import (Compressor, NoneCompressor,  # noqa: F401
                                           compression_namespace)
+from hvdsparse.tensorflow.topk import TopKCompressor
 
 
 def _is_floating(t):
@@ -11,7 +12,6 @@ def _is_floating(t):
 
 
 def _topk(ratio, **options):
-    from hvdsparse.tensorflow.topk import TopKCompressor  # topk.py imports the collectives
     return TopKCompressor(ratio, **options)
 
 

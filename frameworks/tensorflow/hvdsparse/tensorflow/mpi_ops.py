@@ -40,6 +40,7 @@ from hvdsparse.common.process_sets import (ProcessSet, global_process_set,  # no
 from hvdsparse.common.splits import check_splits
 
 
+from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.sparse_calls import sparse_allreduce_many
 from hvdsparse.tensorflow.runtime_calls import (  # noqa: F401
     HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,
@@ -118,7 +119,6 @@ def allreduce(tensor, average=None, device_dense='', device_sparse='', compressi
     "dsar_split_allgather", "zen"; None: the cost model). IndexedSlices without a dense_shape
     are allgathered as Horovod does. compression: Compression.none/fp16/bf16 (dense tensors
     only)."""
-    from hvdsparse.tensorflow.compression import Compression
     op = resolve_op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, name, op, prescale_factor, postscale_factor,
@@ -148,7 +148,6 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
                       name=None, process_set=global_process_set, ignore_name_scope=False):
     """Allreduce of a list of tensors negotiated as one group. tf.IndexedSlices in the list go
     through the sparse allreduce separately."""
-    from hvdsparse.tensorflow.compression import Compression
     op = resolve_op(average, op)
     tensors = list(tensors)
     if not tensors:
@@ -362,7 +361,6 @@ def reducescatter(tensor, device_dense='', compression=None, op=Average, name=No
                   prescale_factor=1.0, postscale_factor=1.0):
     """Reduces over the ranks and scatters along dimension 0 (the first dim0 % size ranks get
     one extra row)."""
-    from hvdsparse.tensorflow.compression import Compression
     compression = compression or Compression.none
     op = check_op(op)
     compressed, ctx = compression.compress(_prepare(tensor))
@@ -381,7 +379,6 @@ def reducescatter(tensor, device_dense='', compression=None, op=Average, name=No
 def grouped_reducescatter(tensors, device_dense='', compression=None, op=Average, name=None,
                           process_set=global_process_set, ignore_name_scope=False,
                           prescale_factor=1.0, postscale_factor=1.0):
-    from hvdsparse.tensorflow.compression import Compression
     compression = compression or Compression.none
     op = check_op(op)
     comp = [compression.compress(_prepare(t)) for t in tensors]

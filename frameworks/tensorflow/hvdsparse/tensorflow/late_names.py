@@ -1,0 +1,18 @@
+"""Names of hvdsparse.tensorflow that load Keras, imported only when a script asks for them:
+the package's DistributedOptimizer and SyncBatchNormalization (through the module's
+__getattr__, PEP 562)."""
+
+
+def DistributedOptimizer(optimizer, *args, **kwargs):
+    """Keras optimizers: see hvdsparse.tensorflow.keras.DistributedOptimizer. Legacy
+    tf.compat.v1 optimizers are not supported."""
+    from hvdsparse.tensorflow.keras import DistributedOptimizer as _keras_opt
+    return _keras_opt(optimizer, *args, **kwargs)
+
+
+def __getattr__(name):
+    # SyncBatchNormalization derives from tf.keras's layer: Keras loads only when it is asked for.
+    if name == "SyncBatchNormalization":
+        from hvdsparse.tensorflow.sync_batch_norm import SyncBatchNormalization
+        return SyncBatchNormalization
+    raise AttributeError("module %r has no attribute %r" % ("hvdsparse.tensorflow", name))
