@@ -9,8 +9,12 @@ over the iterations):
   hvdsparse-short the same with -n SHORT -w 0: the first SHORT operations after init
   mpi             `mpirun -np N mpi_allreduce_bench -n LONG -w WARM` (Open MPI's defaults: shared
                   memory, its own algorithm selection)
-and reports per point: each implementation's median over the rounds, both max/min over the
-rounds, short / long, and hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
+and after them the machine alone: `memory_pass -b SIZE -t N -n LONG -w WARM` (N threads, one
+per rank, each adding a buffer of SIZE into another between barriers: the memory work of the
+allreduce without its communication). Reports per point: each implementation's median over the
+rounds, all three max/min over the rounds (no collective that moves the same bytes can be
+steadier than the machine's own pass), short / long, and hvdsparse / Open MPI (time; below 1
+hvdsparse is faster).
 
     python3 bench/allreduce_stability.py --build build --np 2,4 --sizes 64K,1M,16M --runs 8
 Writes OUT/stability_raw.csv (one row per job) and OUT/stability.md (the table).
@@ -50,13 +54,16 @@ def parse():
 def job(args, impl, np_, size, iters, warm):
     b = os.path.join(args.build, "bin")
     s = str(size)
-    if impl == "mpi":
+    if impl == "machine":
+        cmd = [os.path.join(b, "memory_pass"), "-t", str(np_)]
+    elif impl == "mpi":
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
                os.path.join(b, "mpi_allreduce_bench")]
     else:
         cmd = [os.path.join(b, "hvdsparse"), "run", "-np", str(np_),
                os.path.join(b, "hvdsparse-perf"), "allreduce"]
-    cmd += ["-b", s, "-e", s, "-n", str(iters), "-w", str(warm), "--csv"]
+    cmd += ["-b", s] + ([] if impl == "machine" else ["-e", s])
+    cmd += ["-n", str(iters), "-w", str(warm), "--csv"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     rows = [ln.split(">:", 1)[-1] for ln in r.stdout.splitlines()]
@@ -64,8 +71,9 @@ def job(args, impl, np_, size, iters, warm):
     if r.returncode != 0 or len(rows) < 2:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
     row = dict(zip(rows[0].split(","), rows[-1].split(",")))
-    return {"impl": impl, "np": np_, "bytes": size, "iters": iters, "time_us": float(row["time_us"]),
-            "first_us": float(row["first_us"]), "max_us": float(row["max_us"]),
+    return {"impl": impl, "np": np_, "bytes": size, "iters": iters,
+            "time_us": float(row["time_us"]),
+            "first_us": float(row.get("first_us", "nan")), "max_us": float(row["max_us"]),
             "wall_s": time.time() - t0, "load": os.getloadavg()[0]}
 
 
@@ -81,23 +89,25 @@ def table(raw, short):
     nps = sorted({r["np"] for r in raw})
     sizes = sorted({r["bytes"] for r in raw})
     lines = ["| np | size | long ops | hvdsparse us (min-max) | max/min | short (%d ops) us | "
-             "short / long | Open MPI us (min-max) | Open MPI max/min | hvdsparse / Open MPI |"
-             % short, "|---|---|---|---|---|---|---|---|---|---|"]
+             "short / long | Open MPI us (min-max) | Open MPI max/min | machine's memory pass "
+             "max/min | hvdsparse / Open MPI |" % short, "|---" * 11 + "|"]
     for np_ in nps:
         for size in sizes:
             def times(impl):
                 return [r["time_us"] for r in raw
                         if r["impl"] == impl and r["np"] == np_ and r["bytes"] == size]
             h, s, m = times("hvdsparse"), times("hvdsparse-short"), times("mpi")
+            machine = times("machine")
+            spread = "%.2f" % (max(machine) / min(machine)) if machine else "-"
             if not (h and s and m):
                 continue
             n = [r["iters"] for r in raw if r["impl"] == "hvdsparse" and r["np"] == np_
                  and r["bytes"] == size][0]
             hm, sm, mm = statistics.median(h), statistics.median(s), statistics.median(m)
-            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f | %.1f (%.1f-%.1f) "
-                         "| %.2f | %.2f |" % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h),
-                                              sm, sm / hm, mm, min(m), max(m), max(m) / min(m),
-                                              hm / mm))
+            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f "
+                         "| %.1f (%.1f-%.1f) | %.2f | %s | %.2f |"
+                         % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h), sm, sm / hm,
+                            mm, min(m), max(m), max(m) / min(m), spread, hm / mm))
     return "\n".join(lines) + "\n"
 
 
@@ -119,11 +129,12 @@ def main():
             probe = job(args, "hvdsparse", np_, size, 5, 1)["time_us"]
             n = long_iters(args, np_, size, probe)
             kinds = [("hvdsparse", n, args.warmup), ("hvdsparse-short", args.short, 0),
-                     ("mpi", n, args.warmup)]
+                     ("mpi", n, args.warmup), ("machine", n, args.warmup)]
             for run in range(args.runs):
-                order = kinds[run % 3:] + kinds[:run % 3]
+                order = kinds[run % 4:] + kinds[:run % 4]
                 for impl, iters, warm in order:
-                    r = job(args, "mpi" if impl == "mpi" else "hvdsparse", np_, size, iters, warm)
+                    r = job(args, impl if impl != "hvdsparse-short" else "hvdsparse", np_, size,
+                            iters, warm)
                     r.update(impl=impl, run=run)
                     raw.append(r)
                     print("np %d %9d B run %d %-15s %10.1f us (first %.1f, load %.1f)" % (
