@@ -217,7 +217,7 @@ static void observe_exits(driver_t* d) {
     fprintf(stderr, "hvdsparse: elastic: worker %s:%d (%s); %s\n", m->host, m->slot, what,
             d->finishing ? "the job was ending (a worker had finished)"
                          : "re-forming the job without it");
-    // The survivors' errors name it (runtime/coordinator.c reads hvds/<job>.e<N>/failed).
+    // The survivors' errors name it (runtime/fault_record.c reads hvds/<job>.e<N>/failed).
     char key[256];
     snprintf(key, sizeof key, "hvds/%s.e%d/failed", d->job->job_id, d->ms.epoch);
     hvds__store_server_set(d->store, key, what, strlen(what));

@@ -232,7 +232,8 @@ double hvds_sim_broadcast(const hvds_sim_net_t* n, int P, size_t bytes, size_t s
 
 /* ---- the runtime's choices ---- */
 
-/* execute.c's ring_chunk(): the knob, else the ops' rule for the link. */
+/* exec_shared.c's hvds__ring_chunk(), on the simulator's configuration instead of a runtime's:
+ * the knob, else the ops' rule for the link. */
 static size_t ring_chunk(const hvds_sim_cfg_t* c, size_t bytes, int P) {
   if (c->ring_chunk_bytes > 0) return c->ring_chunk_bytes;
   return hvds__coll_ring_segment(bytes, P, c->link_beta);

@@ -1,8 +1,9 @@
 /* The NCCL backend's collectives (nccl_backend.h). Each entry point takes the communicator's
  * lock, makes the stream wait for the ready events, enqueues its kernels and NCCL calls, and
  * hands a completion event to the completion thread (nccl_ctx.c). Nothing here waits for the
- * GPU. Scaling follows runtime/execute.c: prescale the input, reduce, then postscale (and
- * 1/size for Average), with the cuda/ kernels, so the arithmetic is ops/reduce.c's. */
+ * GPU. Scaling follows runtime/execute.c and exec_shared.c: prescale the input, reduce, then
+ * postscale (and 1/size for Average), with the cuda/ kernels, so the arithmetic is
+ * ops/reduce.c's. */
 #include <stdlib.h>
 
 #include "nccl_internal.h"
