@@ -65,11 +65,21 @@ def job(args, impl, np_, size, iters, warm):
     cmd += ["-b", s] + ([] if impl == "machine" else ["-e", s])
     cmd += ["-n", str(iters), "-w", str(warm), "--csv"]
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    rows = [ln.split(">:", 1)[-1] for ln in r.stdout.splitlines()]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # both launchers end their ranks on SIGTERM
+        try:
+            p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+        raise RuntimeError("%s hung for %.0f s" % (" ".join(cmd), args.timeout))
+    rows = [ln.split(">:", 1)[-1] for ln in out.splitlines()]
     rows = [ln for ln in rows if ln and not ln.startswith("#")]
-    if r.returncode != 0 or len(rows) < 2:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
+    if p.returncode != 0 or len(rows) < 2:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, err[-2000:]))
     row = dict(zip(rows[0].split(","), rows[-1].split(",")))
     return {"impl": impl, "np": np_, "bytes": size, "iters": iters,
             "time_us": float(row["time_us"]),

@@ -1,0 +1,78 @@
+"""Runs bench/allreduce_stability.py (part of `make bench`) at its smallest, np 2 at 64 KiB, two
+rounds of a few operations, and checks what it wrote: every round holds its four jobs (hvdsparse's
+long and short runs, Open MPI's, the machine's memory pass), each with a positive time and the
+operations asked for, and the table one row whose spreads are the rounds' max/min, the machine's
+among them. Then memory_pass alone: a pass prints its CSV row with min <= median <= max, and a
+call without a size exits 2 with its usage. Each job has the script's own time limit.
+
+    python3 stability_check.py BUILD_DIR
+"""
+import csv
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine"]
+
+
+def fail(msg):
+    sys.exit("FAIL: " + msg)
+
+
+def check_table(build, out):
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "allreduce_stability.py"), "--build", build,
+           "--out", out, "--np", "2", "--sizes", "64K", "--runs", "2", "--long", "30", "--short",
+           "5", "--warmup", "1", "--timeout", "60"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        fail("%s exited %d: %s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
+    with open(os.path.join(out, "stability_raw.csv")) as f:
+        raw = list(csv.DictReader(f))
+    for run in ("0", "1"):
+        got = sorted(row["impl"] for row in raw if row["run"] == run)
+        if got != sorted(IMPLS):
+            fail("round %s ran %s, not one job of each of %s" % (run, got, IMPLS))
+    for row in raw:
+        want = "5" if row["impl"] == "hvdsparse-short" else "30"
+        if float(row["time_us"]) <= 0 or row["iters"] != want or row["bytes"] != "65536":
+            fail("implausible row %s" % row)
+    with open(os.path.join(out, "stability.md")) as f:
+        lines = [ln for ln in f.read().splitlines() if ln.startswith("| 2 |")]
+    if len(lines) != 1:
+        fail("the table has %d rows for np 2, not 1" % len(lines))
+    cells = [c.strip() for c in lines[0].strip("|").split("|")]
+    if len(cells) != 11:
+        fail("a row of %d cells, not 11: %s" % (len(cells), lines[0]))
+    machine = [float(row["time_us"]) for row in raw if row["impl"] == "machine"]
+    if abs(float(cells[9]) - max(machine) / min(machine)) > 0.006:
+        fail("the machine's max/min reads %s, its runs %s" % (cells[9], machine))
+
+
+def check_memory_pass(build):
+    tool = os.path.join(build, "bin", "memory_pass")
+    r = subprocess.run([tool, "-b", "64K", "-t", "2", "-n", "5", "--csv"], capture_output=True,
+                       text=True, timeout=60)
+    rows = r.stdout.split()
+    if r.returncode != 0 or len(rows) != 2:
+        fail("memory_pass exited %d: %s %s" % (r.returncode, r.stdout, r.stderr))
+    row = dict(zip(rows[0].split(","), rows[1].split(",")))
+    if row["bytes"] != "65536" or row["threads"] != "2" or row["iters"] != "5":
+        fail("memory_pass row %s" % row)
+    if not 0 < float(row["min_us"]) <= float(row["time_us"]) <= float(row["max_us"]):
+        fail("memory_pass times out of order: %s" % row)
+    r = subprocess.run([tool, "-t", "2"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 2 or "usage: memory_pass -b SIZE" not in r.stderr:
+        fail("memory_pass without a size exited %d: %s" % (r.returncode, r.stderr))
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    out = os.path.join(build, "test-stability")
+    check_memory_pass(build)
+    check_table(build, out)
+    print("OK: four jobs per round, the table's spreads, memory_pass's row and usage")
+
+
+if __name__ == "__main__":
+    main()
