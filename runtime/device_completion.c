@@ -52,11 +52,3 @@ hvds_result_t hvds__handle_stream_wait(hvds_runtime_t* rt, hvds_handle_t id, int
                            rt->rank, device, why);
   return HVDS_SUCCESS;
 }
-
-int32_t hvds_handle_gpu_work(hvds_handle_t handle) {
-  return hvds__handle_gpu_work(&hvds__rt, handle);
-}
-
-hvds_result_t hvds_handle_stream_wait(hvds_handle_t handle, int64_t stream) {
-  return hvds__handle_stream_wait(&hvds__rt, handle, stream);
-}

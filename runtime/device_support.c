@@ -17,19 +17,6 @@ int hvds_gpu_operations_routed(void) {
   return hvds__gpu_operations() == HVDS_GPU_OPS_NCCL && hvds_cuda_built();
 }
 
-hvds_result_t hvds_device_synchronize(int32_t device) {
-  char why[512] = "";
-  if (device < 0) return HVDS_SUCCESS;  // the CPU: nothing in flight
-  const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), NULL, 0);
-  if (api == NULL)
-    return hvds__set_error(HVDS_NOT_SUPPORTED, "hvds_device_synchronize: no device library: %s",
-                           why);
-  if (api->synchronize(device, why, sizeof(why)) != 0)
-    return hvds__set_error(HVDS_SYSTEM_ERROR, "rank %d: waiting for GPU %d failed: %s",
-                           hvds__rt.rank, (int)device, why);
-  return HVDS_SUCCESS;
-}
-
 hvds_result_t hvds__refuse_device_tensor(const char* what, const char* name, int device) {
   char why[512], path[256];
   const hvds_device_api_t* api = hvds__device_library(why, sizeof(why), path, sizeof(path));

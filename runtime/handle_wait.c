@@ -63,7 +63,3 @@ hvds_result_t hvds__wait(hvds_runtime_t* rt, hvds_handle_t id, int32_t timeout_m
   pthread_mutex_unlock(&rt->hmu);
   return r;
 }
-
-hvds_result_t hvds_wait(hvds_handle_t id, int32_t timeout_ms) {
-  return hvds__wait(&hvds__rt, id, timeout_ms);
-}
