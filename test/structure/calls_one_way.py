@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+from circles import circles
+
 
 def members(nm, archive):
     """{member: (defined symbols, undefined symbols)} of one archive."""
@@ -40,46 +42,6 @@ def edges(objs):
             if to is not None and to != name:
                 out[name].setdefault(to, []).append(sym)
     return out
-
-
-def circles(graph):
-    """The strongly connected components of more than one file (Tarjan, iterative)."""
-    index, low, on, stack, found, counter = {}, {}, set(), [], [], [0]
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(graph[root]))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter[0]
-                    counter[0] += 1
-                    stack.append(nxt)
-                    on.add(nxt)
-                    work.append((nxt, iter(graph[nxt])))
-                elif nxt in on:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == node:
-                        break
-                if len(comp) > 1:
-                    found.append(sorted(comp))
-    return found
 
 
 def main():
