@@ -23,14 +23,13 @@ import argparse
 import csv
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "suite"))
-from common import parse_size  # noqa: E402
+from common import parse_size, run_procs  # noqa: E402
 
 
 def parse():
@@ -65,21 +64,11 @@ def job(args, impl, np_, size, iters, warm):
     cmd += ["-b", s] + ([] if impl == "machine" else ["-e", s])
     cmd += ["-n", str(iters), "-w", str(warm), "--csv"]
     t0 = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = p.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        p.terminate()  # both launchers end their ranks on SIGTERM
-        try:
-            p.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
-        raise RuntimeError("%s hung for %.0f s" % (" ".join(cmd), args.timeout))
+    rc, out, err = run_procs([cmd], args.timeout)  # a hung job: its process group killed
     rows = [ln.split(">:", 1)[-1] for ln in out.splitlines()]
     rows = [ln for ln in rows if ln and not ln.startswith("#")]
-    if p.returncode != 0 or len(rows) < 2:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, err[-2000:]))
+    if rc != 0 or len(rows) < 2:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), rc, err[-2000:]))
     row = dict(zip(rows[0].split(","), rows[-1].split(",")))
     return {"impl": impl, "np": np_, "bytes": size, "iters": iters,
             "time_us": float(row["time_us"]),

@@ -2,10 +2,8 @@
  * are api_handles.c; waiting is handle_wait.c. */
 #include "handle.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "device_route.h"
 #include "sparse_rt.h"
