@@ -7,11 +7,10 @@ One job per test: a test that fails on one rank only can leave the ranks out of 
 tests after it. Each job has a time limit; a job past it is a hang, and its processes (the
 launcher's session, started here) are ended.
 
-Horovod's tests import horovod.runner.util.threads.in_thread, which the alias does not provide;
-the runner copies Horovod's test/ folder and gives test/utils/common.py a plain thread helper.
-With --leave-out-optimizer NAME, test_torch.py's optimizer sweeps (every torch.optim.Optimizer
-subclass but LBFGS and SparseAdam) leave out NAME too: torch 2.9 and later ship Muon, which
-refuses the tests' 1-D parameters in its constructor, before any collective runs.
+The runner works on a copy of Horovod's test/ folder. With --leave-out-optimizer NAME,
+test_torch.py's optimizer sweeps (every torch.optim.Optimizer subclass but LBFGS and SparseAdam)
+leave out NAME too: torch 2.9 and later ship Muon, which refuses the tests' 1-D parameters in its
+constructor, before any collective runs.
 
 Usage: run_parallel_tests.py --horovod-src DIR --file test_torch.py --np 2 [--python PY]
        [--launcher build/bin/hvdsparse] [--timeout 120] [--jobs 2] [--json OUT] [-k EXPR]
@@ -29,28 +28,13 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-IN_THREAD = '''import threading
-
-
-def in_thread(target, args=(), name=None, daemon=True, silent=False):
-    def run(*a):
-        try:
-            target(*a)
-        except Exception:
-            if not silent:
-                raise
-    thread = threading.Thread(target=run, args=args, name=name, daemon=daemon)
-    thread.start()
-    return thread
-'''
-IMPORT_LINE = "from horovod.runner.util.threads import in_thread"
 RANK_PREFIX = re.compile(r"^\[\d+\]<std(out|err)>:")
 OUTCOME = re.compile(r"\b(\d+) (passed|failed|skipped|error|errors)\b")
 
 
 def prepare(horovod_src, scratch, leave_out):
-    """A copy of Horovod's test/ folder whose common.py needs no horovod.runner and whose torch
-    optimizer sweeps leave out the optimizers named in leave_out."""
+    """A copy of Horovod's test/ folder whose torch optimizer sweeps leave out the optimizers
+    named in leave_out."""
     dst = os.path.join(scratch, "test")
     shutil.copytree(os.path.join(horovod_src, "test"), dst)
     if leave_out:
@@ -64,14 +48,6 @@ def prepare(horovod_src, scratch, leave_out):
         names = " and ".join("subclass.__name__ != %r" % n for n in leave_out)
         with open(torch_tests, "w") as f:
             f.write(text.replace(sweep, sweep.strip() + " and " + names + "\n"))
-    common = os.path.join(dst, "utils", "common.py")
-    with open(common) as f:
-        text = f.read()
-    if IMPORT_LINE not in text:
-        sys.exit("run_parallel_tests: %s has no '%s' to replace; another Horovod version?"
-                 % (common, IMPORT_LINE))
-    with open(common, "w") as f:
-        f.write(text.replace(IMPORT_LINE, IN_THREAD))
     return os.path.join(dst, "parallel")
 
 

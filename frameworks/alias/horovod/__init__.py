@@ -1,7 +1,8 @@
 """Opt-in alias: `import horovod...` loads hvdsparse.
 
 This directory is put on the workers' PYTHONPATH only by `hvdsparse run --horovod-alias`, so it
-never shadows a real Horovod installation otherwise. horovod.common.* maps to hvdsparse.common.*.
+never shadows a real Horovod installation otherwise. horovod.common.* maps to hvdsparse.common.*;
+horovod.run() is hvdsparse.run() (horovod/runner/).
 """
 import importlib
 import importlib.abc
@@ -11,8 +12,11 @@ import sys
 import hvdsparse
 from hvdsparse.common import basics as _basics, exceptions as _exceptions, \
     process_sets as _process_sets, util as _util
+import hvdsparse.runner
 
 __version__ = hvdsparse.__version__
+HVDSPARSE_ALIAS = True  # run() passes the alias on to its workers when it sees this
+run = hvdsparse.runner.run
 
 for _name, _module in (("common", importlib.import_module("hvdsparse.common")),
                        ("common.basics", _basics), ("common.exceptions", _exceptions),

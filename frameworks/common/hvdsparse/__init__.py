@@ -10,3 +10,10 @@ import pkgutil
 __path__ = pkgutil.extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "run":  # hvdsparse.run(func, num_proc=...), loaded on first use
+        from hvdsparse.runner import run
+        return run
+    raise AttributeError("module 'hvdsparse' has no attribute %r" % name)

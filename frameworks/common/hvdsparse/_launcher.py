@@ -5,11 +5,14 @@ import os
 import sys
 
 
-def _exec(name):
-    native = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", name)
-    if not os.access(native, os.X_OK):
-        sys.stderr.write("hvdsparse: %s is missing; reinstall hvdsparse (pip install .)\n" % native)
-        return 1
+def native_launcher(name):
+    """The path of the native launcher `name` shipped in this package (absent in a source tree)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", name)
+
+
+def launcher_env():
+    """The environment the native launchers expect from a pip install: where the alias is and
+    which Python this is (each kept when already set)."""
     env = dict(os.environ)
     try:
         from hvdsparse.alias import alias_dir
@@ -17,7 +20,15 @@ def _exec(name):
     except ImportError:
         pass  # the launcher says so if --horovod-alias asks for it
     env.setdefault("HVDSPARSE_PYTHON", sys.executable)
-    os.execve(native, [name] + sys.argv[1:], env)
+    return env
+
+
+def _exec(name):
+    native = native_launcher(name)
+    if not os.access(native, os.X_OK):
+        sys.stderr.write("hvdsparse: %s is missing; reinstall hvdsparse (pip install .)\n" % native)
+        return 1
+    os.execve(native, [name] + sys.argv[1:], launcher_env())
     return 1
 
 

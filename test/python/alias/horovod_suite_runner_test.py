@@ -1,6 +1,6 @@
 """test/horovod_suite/run_parallel_tests.py against a stand-in for Horovod's test tree: each
 test's outcome (passed, skipped, failed, a hang past the job's limit with every rank of that job
-ended), the in_thread helper the runner patches in, and --leave-out-optimizer.
+ended), horovod.runner.util.threads.in_thread from the alias, and --leave-out-optimizer.
 
 Usage: horovod_suite_runner_test.py ROOT LAUNCHER (the source tree, build/bin/hvdsparse)."""
 import json

@@ -1,0 +1,1 @@
+"""horovod.runner.util under the alias: only threads.in_thread."""

@@ -1,0 +1,155 @@
+"""hvdsparse.run() (horovod.run() under the alias): runs a Python function on every worker of a
+job that the `hvdsparse` launcher starts, and returns what each rank's call returned, in rank
+order. The function and its arguments travel pickled by cloudpickle from this process (the
+driver) to the workers, the results back, over a connection signed with a secret made for the
+job (channel.py). docs/launcher.md#from-python-run."""
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import warnings
+
+_LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _launcher():
+    from hvdsparse._launcher import native_launcher
+    native = native_launcher("hvdsparse")
+    if os.access(native, os.X_OK):
+        return native
+    found = shutil.which("hvdsparse")
+    if found is None:
+        raise RuntimeError("hvdsparse.run(): the `hvdsparse` launcher is neither in the installed "
+                           "package nor on PATH; pip install hvdsparse, or put a build's bin/ "
+                           "folder on PATH")
+    return found
+
+
+def _host_names(hosts, hostfile):
+    if hosts:
+        return [h.split(":")[0].strip() for h in hosts.split(",") if h.strip()]
+    if hostfile:
+        with open(hostfile) as f:
+            lines = [line.split("#")[0].split() for line in f]
+        return [words[0].split(":")[0] for words in lines if words]
+    return ["localhost"]
+
+
+def _all_local(names):
+    own = {socket.gethostname(), socket.getfqdn()}
+    return all(name in _LOCAL_NAMES or name in own for name in names)
+
+
+def _launch_flags(num_proc, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
+                  disable_cache, output_filename, verbose, use_mpi, mpi_args, network_interface,
+                  elastic):
+    """horovodrun's flags for run()'s arguments; the launcher warns about those with no effect
+    here (the MPI controller, the check cache)."""
+    flags = ["-np", str(num_proc)]
+    named = (("-H", hosts), ("--hostfile", hostfile), ("--start-timeout", start_timeout),
+             ("-p", ssh_port), ("-i", ssh_identity_file), ("--output-filename", output_filename),
+             ("--network-interfaces", network_interface), ("--mpi-args", mpi_args))
+    named += tuple(elastic.items())
+    for flag, value in named:
+        if value is None:
+            continue
+        flags += [flag] + ([str(v) for v in value] if isinstance(value, tuple) else [str(value)])
+    for flag, on in (("--disable-cache", disable_cache), ("--verbose", verbose),
+                     ("--mpi", use_mpi)):
+        if on:
+            flags.append(flag)
+    return flags
+
+
+def _deprecated(new_value, default, old_value, old, new):
+    if old_value is None:
+        return new_value
+    warnings.warn("%s is deprecated, use %s instead" % (old, new), DeprecationWarning)
+    return old_value if new_value == default else new_value
+
+
+def _results(reports, returncode):
+    """The values in rank order, or RuntimeError naming each rank that raised or sent nothing.
+    An elastic job's ranks report the size they ended with; the latest report's size wins."""
+    errors = [(rank, payload.decode(errors="replace")) for kind, rank, _, payload in reports
+              if kind == b"E"]
+    if errors:  # in order of arrival: the first is the cause, the others mostly its echo
+        first, text = errors[0]
+        later = sorted({rank for rank, _ in errors[1:]} - {first})
+        raise RuntimeError("hvdsparse.run(): the function raised on rank %d%s (launcher exit "
+                           "status %d); rank %d's traceback:\n%s"
+                           % (first, " first, then on rank(s) %s" % later if later else "",
+                              returncode, first, text))
+    values = [r for r in reports if r[0] == b"R"]
+    size = values[-1][2] if values else 0
+    by_rank = {rank: payload for _, rank, s, payload in values if s == size}
+    missing = [r for r in range(size) if r not in by_rank]
+    if returncode != 0 or not values or missing:
+        raise RuntimeError("hvdsparse.run(): the job ended with launcher exit status %d and %s"
+                           % (returncode, "no rank sent a result" if not values else
+                              "no result from rank(s) %s of %d" % (missing, size)
+                              if missing else "every rank's result"))
+    import cloudpickle
+    return [cloudpickle.loads(by_rank[r]) for r in range(size)]
+
+
+def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=None,
+        slots=None, reset_limit=None, cooldown_range=None, hosts=None, hostfile=None,
+        start_timeout=None, ssh_port=None, ssh_identity_file=None, disable_cache=None,
+        output_filename=None, verbose=None, use_gloo=None, use_mpi=None, mpi_args=None,
+        network_interface=None, executable=None, np=None, min_np=None, max_np=None):
+    """Runs func(*args, **kwargs) on num_proc workers and returns their return values, index i
+    holding rank i's, as horovod.run() does. The arguments are horovodrun's flags (`hvdsparse run
+    --help`). A rank that raises makes this raise RuntimeError with that rank's traceback; the
+    launcher then ends the other ranks. When this process loaded the Horovod alias (`import
+    horovod`), the workers get it too."""
+    num_proc = _deprecated(num_proc, 1, np, "np", "num_proc")
+    min_num_proc = _deprecated(min_num_proc, None, min_np, "min_np", "min_num_proc")
+    max_num_proc = _deprecated(max_num_proc, None, max_np, "max_np", "max_num_proc")
+    if hosts is not None and hostfile is not None:
+        raise ValueError("Argument hosts and hostfile only allow one provided.")
+    if use_gloo and use_mpi:
+        raise ValueError("Argument use_gloo and use_mpi only allow one set True.")
+    kwargs = kwargs or {}
+    elastic = {"--min-np": min_num_proc, "--max-np": max_num_proc, "--slots-per-host": slots,
+               "--reset-limit": reset_limit,
+               "--blacklist-cooldown-range": tuple(cooldown_range) if cooldown_range else None}
+    flags = _launch_flags(num_proc, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
+                          disable_cache, output_filename, verbose, use_mpi, mpi_args,
+                          network_interface, elastic)
+    if getattr(sys.modules.get("horovod"), "HVDSPARSE_ALIAS", False):
+        flags.append("--horovod-alias")
+
+    import cloudpickle
+    from hvdsparse._launcher import launcher_env
+    from hvdsparse.runner.channel import DriverServer
+
+    def call():
+        return func(*args, **kwargs)
+
+    secret = secrets.token_bytes(32)
+    local = _all_local(_host_names(hosts, hostfile))
+    server = DriverServer(cloudpickle.dumps(call), secret, "127.0.0.1" if local else "")
+    env = launcher_env()
+    env.update(HVDSPARSE_RUN_FUNC_PORT=str(server.port), HVDSPARSE_RUN_FUNC_SECRET=secret.hex())
+    if local:  # else the workers reach this host where they reach the launcher's store
+        env["HVDSPARSE_RUN_FUNC_ADDR"] = "127.0.0.1"
+    command = [_launcher(), "run"] + flags + [executable or sys.executable, "-m",
+                                              "hvdsparse.runner.task"]
+    try:
+        launcher = subprocess.Popen(command, env=env)
+        try:
+            returncode = launcher.wait()
+        except BaseException:  # interrupted: the launcher ends its workers on SIGTERM
+            launcher.terminate()
+            try:
+                launcher.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                launcher.kill()
+                launcher.wait()
+            raise
+    finally:
+        server.close()
+    return _results(server.reports, returncode)
