@@ -81,6 +81,14 @@ static int32_t find_same(hvds_runtime_t* rt, const int32_t* ranks, int32_t n) {
   return -1;
 }
 
+/* A removed set's id is given to the next set added, as Horovod does; ids stay below
+ * next_ps_id, which the cycle's loops take as their bound. */
+static int32_t lowest_free_id(const hvds_runtime_t* rt) {
+  int32_t id = 1;
+  while (id < rt->next_ps_id && rt->psets[id] != NULL) id++;
+  return id;
+}
+
 hvds_result_t hvds__exec_ps_add(hvds_pset_t* g, hvds_response_t* r, hvds_exec_t* x) {
   hvds_runtime_t* rt = g->rt;
   int32_t n = r->nextra;
@@ -94,15 +102,16 @@ hvds_result_t hvds__exec_ps_add(hvds_pset_t* g, hvds_response_t* r, hvds_exec_t*
   pthread_mutex_unlock(&rt->qmu);
   const char* err = NULL;
   if (id < 0) {
-    while (rt->next_ps_id < HVDS_MAX_PROCESS_SETS && rt->psets[rt->next_ps_id]) rt->next_ps_id++;
-    if (rt->next_ps_id >= HVDS_MAX_PROCESS_SETS) {
+    int32_t free_id = lowest_free_id(rt);
+    if (free_id >= HVDS_MAX_PROCESS_SETS) {
       err = "add_process_set: too many process sets";
     } else {
-      hvds_pset_t* s = hvds__pset_create(rt, rt->next_ps_id, ranks, n);
+      hvds_pset_t* s = hvds__pset_create(rt, free_id, ranks, n);
       if (s == NULL) {
         err = "add_process_set: out of memory";
       } else {
-        id = rt->next_ps_id++;
+        id = free_id;
+        if (id == rt->next_ps_id) rt->next_ps_id++;
         pthread_mutex_lock(&rt->qmu);
         rt->psets[id] = s;
         pthread_mutex_unlock(&rt->qmu);

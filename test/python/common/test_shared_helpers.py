@@ -10,6 +10,7 @@ from hvdsparse.common import objects
 from hvdsparse.common.compression import compression_namespace
 from hvdsparse.common.gradients import reducescatter_grad
 from hvdsparse.common.ops import Average, Max, Sum, predivide_scales, resolve_op
+from hvdsparse.common import process_sets
 from hvdsparse.common.process_sets import ProcessSet, root_index, set_id
 from hvdsparse.common.splits import check_splits
 
@@ -35,7 +36,7 @@ def test_predivide_scales():
         predivide_scales(Sum, 2.0)
 
 
-def test_set_id_and_root_index():
+def test_set_id_and_root_index(monkeypatch):
     unregistered = ProcessSet([2, 0])
     with pytest.raises(ValueError, match="has not been registered"):
         set_id(unregistered)
@@ -43,6 +44,7 @@ def test_set_id_and_root_index():
         root_index(0, unregistered)
     registered = ProcessSet([4, 2])
     registered.process_set_id = 3
+    monkeypatch.setitem(process_sets._registered, 3, registered)  # as add_process_set would
     assert set_id(registered) == 3
     assert root_index(4, registered) == 1  # the rank within the sorted set
     with pytest.raises(ValueError, match="not a member"):

@@ -148,3 +148,21 @@ def test_keras_callbacks():
     everyone = hvd.allgather_object(seen)
     assert all(s == everyone[0] for s in everyone)  # averaged metrics agree
     assert abs(seen[-1][1] - 0.05) < 1e-7 and seen[0][1] < 0.05
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_tape_over_a_process_set_leaves_the_other_ranks_gradients_alone(compiled):
+    """As Horovod: the set's members average over it, the others keep their own gradient."""
+    evens = hvd.add_process_set([r for r in range(hvd.size()) if r % 2 == 0])
+    try:
+        x = tf.Variable(float(hvd.rank()))
+
+        def grad():
+            with tf.GradientTape() as tape:
+                y = x * x
+            return hvd.DistributedGradientTape(tape, process_set=evens).gradient(y, [x])[0]
+        got = float((tf.function(grad) if compiled else grad)())
+        want = 2.0 * (sum(evens.ranks) / len(evens.ranks) if evens.included() else hvd.rank())
+        assert got == pytest.approx(want)
+    finally:
+        hvd.remove_process_set(evens)

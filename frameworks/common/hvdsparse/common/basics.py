@@ -79,8 +79,19 @@ def init(comm=None, process_sets=None):
                 check(lib.hvds_init(), "init")
         job_state.started(dynamic, world)
         ps_mod._after_init(assigned, lists, world)
+        whole = [i for i, ps in enumerate(static) if ps.ranks == list(range(size()))]
+        if whole:  # the global set already holds every rank
+            ps = static[whole[0]]
+            _shutdown_locked()
+            raise _duplicate(whole[0], ps)
         for hook in list(_reset_hooks):
             hook("init")
+
+
+def _duplicate(index, ps):
+    ps.process_set_id = None
+    return ValueError("Horovod could not be initialized because process_sets entry number %d is a "
+                      "duplicate: %s" % (index, ps))
 
 
 def _static_lists(static, comm_sets):
@@ -89,8 +100,10 @@ def _static_lists(static, comm_sets):
     split's halves), each registered once; it takes the id of its own (None on a process
     whose communicator is COMM_NULL)."""
     lists, assigned, by_comm = [], [], iter(comm_sets)
-    for ps in static:
+    for index, ps in enumerate(static):
         if ps.mpi_comm is None:
+            if list(ps.ranks) in lists:
+                raise _duplicate(index, ps)
             lists.append(list(ps.ranks))
             assigned.append((ps, len(lists), ps.ranks))
             continue
@@ -107,13 +120,17 @@ def shutdown():
     bindings drop what pending operations hold (inputs, outputs) only after the runtime has
     stopped: its thread may be copying into them until then."""
     with _state_lock:
-        if _lib._lib is None or not is_initialized():
-            return
-        _lib.lib().hvds_shutdown()
-        job_state.stopped()
-        ps_mod._before_shutdown()
-        for hook in list(_reset_hooks):
-            hook("shutdown")
+        _shutdown_locked()
+
+
+def _shutdown_locked():
+    if _lib._lib is None or not is_initialized():
+        return
+    _lib.lib().hvds_shutdown()
+    job_state.stopped()
+    ps_mod._before_shutdown()
+    for hook in list(_reset_hooks):
+        hook("shutdown")
 
 
 def exit_reason():
@@ -140,6 +157,12 @@ def _shutdown_at_exit():
 
 
 atexit.register(_shutdown_at_exit)
+
+
+def _get_process_set_ids_and_ranks():
+    """Horovod's private name for {id: ranks} of the registered process sets; its tests call it
+    as hvd.mpi_ops._basics._get_process_set_ids_and_ranks()."""
+    return ps_mod.ids_and_ranks()
 
 
 def mpi_threads_supported():

@@ -57,7 +57,8 @@ class ProcessSet:
         return bool(v)
 
     def __str__(self):
-        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
+        return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=%s)" % (
+            self.process_set_id, self.ranks, self.mpi_comm)
 
     __repr__ = __str__
 
@@ -98,14 +99,34 @@ def _before_shutdown():
     _registered[0] = global_process_set
 
 
+def ids_and_ranks():
+    """{id: ranks} of every set the runtime has registered, the global set (0) included."""
+    job_state.require_init()
+    lib = _lib.lib()
+    count = lib.hvds_process_set_ids(None)
+    ids = (ctypes.c_int32 * max(1, count))()
+    out = {}
+    for pid in ids[:lib.hvds_process_set_ids(ids)]:
+        ranks = (ctypes.c_int32 * max(1, lib.hvds_process_set_ranks(pid, None)))()
+        n = lib.hvds_process_set_ranks(pid, ranks)
+        if n >= 0:
+            out[pid] = list(ranks[:n])
+    return out
+
+
 def process_set_by_id(pid):
     return _registered.get(pid)
 
 
 def set_id(process_set):
-    """The id the C API takes for process_set; ValueError when it is not registered."""
+    """The id the C API takes for process_set; ValueError when it is not registered, or its id
+    names no registered set (one removed, or set by hand)."""
     process_set._check_registered()
-    return process_set.process_set_id
+    pid = process_set.process_set_id
+    if job_state.is_initialized() and pid not in _registered:
+        raise ValueError("Process set %d is unknown: it was never registered here, or has been "
+                         "removed." % pid)
+    return pid
 
 
 def root_index(root_rank, process_set):
@@ -146,7 +167,8 @@ def add_process_set(process_set):
     """Registers a set on every rank (call identically, in the same order, on all ranks).
 
     Needs init(process_sets="dynamic") or HOROVOD_DYNAMIC_PROCESS_SETS=1. Returns the ProcessSet;
-    an identical rank list gives the existing set's id. A ProcessSet(comm) (or a communicator)
+    ValueError for the rank list of a set that is registered already (the global set's among
+    them), as in Horovod. A ProcessSet(comm) (or a communicator)
     registers the distinct rank lists the communicator has on the members, in order (every
     half of a split), and takes the id of its own; unregistered where it is COMM_NULL."""
     _require_dynamic()
@@ -154,6 +176,8 @@ def add_process_set(process_set):
     if ps.process_set_id is not None:
         raise ValueError("Process set is already registered with id %d." % ps.process_set_id)
     if ps.mpi_comm is None:
+        if ps.ranks in ids_and_ranks().values():  # every rank sees the same registered sets
+            raise ValueError("Attempted to add a duplicate process set: %s" % ps)
         ps.process_set_id = _add(ps.ranks)
         _registered.setdefault(ps.process_set_id, ps)
         return ps

@@ -11,6 +11,7 @@ import operator
 import torch
 
 from hvdsparse.common import _lib, handles, util
+from hvdsparse.common import basics as _basics  # noqa: F401  Horovod's tests use mpi_ops._basics
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,

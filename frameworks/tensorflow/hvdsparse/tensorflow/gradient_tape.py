@@ -82,8 +82,10 @@ def allreduce_gradients(grads, sources=None, compression=Compression.none,
     # At size 1 there is nothing to reduce; in an elastic job the size can grow after a step was
     # traced, so the reduction stays in the graph (the runtime passes it through at size 1).
     elastic = os.environ.get("HVDSPARSE_ELASTIC") == "1" or os.environ.get("HOROVOD_ELASTIC") == "1"
-    if process_set.size() == 1 and op in (Average, Sum) and gradient_predivide_factor == 1.0 \
-            and not elastic:
+    set_id(process_set)  # ValueError for a set that is not registered
+    alone = process_set.size() == 1 and op in (Average, Sum) and \
+        gradient_predivide_factor == 1.0 and not elastic
+    if alone or not process_set.included():  # as Horovod, a rank outside the set keeps its own
         return [tf.convert_to_tensor(g) if (sparse_as_dense and isinstance(g, tf.IndexedSlices))
                 else g for g in grads]
     compression = compression or Compression.none

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvdsparse.common import basics, handles, util
+from hvdsparse.common import basics as _basics  # noqa: F401  Horovod's tests use mpi_ops._basics
 from hvdsparse.common.basics import (init, shutdown, is_initialized, start_timeline,  # noqa: F401
                                      stop_timeline, size, local_size, cross_size, rank,
                                      local_rank, cross_rank, is_homogeneous,
