@@ -2,19 +2,21 @@
 """Run-to-run spread and warm-up of the one-host allreduce, against Open MPI's default transport.
 
 For every np and size, RUNS rounds; each round starts, in turn (the order rotating by one each
-round), three fresh jobs timed the same way (float32 sum in place, every iteration timed from
+round), fresh jobs timed the same way (float32 sum in place, every iteration timed from
 its start to its end on every rank, no barrier in between, the slowest rank's time, the median
 over the iterations):
   hvdsparse       `hvdsparse run -np N hvdsparse-perf allreduce -n LONG -w WARM`
   hvdsparse-short the same with -n SHORT -w 0: the first SHORT operations after init
   mpi             `mpirun -np N mpi_allreduce_bench -n LONG -w WARM` (Open MPI's defaults: shared
                   memory, its own algorithm selection)
-and after them the machine alone: `memory_pass -b SIZE -t N -n LONG -w WARM` (N threads, one
-per rank, each adding a buffer of SIZE into another between barriers: the memory work of the
-allreduce without its communication). Reports per point: each implementation's median over the
-rounds, all three max/min over the rounds (no collective that moves the same bytes can be
-steadier than the machine's own pass), short / long, and hvdsparse / Open MPI (time; below 1
-hvdsparse is faster).
+and among them the machine alone, twice: `memory_pass -b SIZE -t N -n LONG -w WARM` (N threads,
+one per rank and pinned as the ranks are, each adding a buffer of SIZE into another between
+barriers: the memory work of the allreduce without its communication), and the same with -x
+(exchange: the threads also read each other's freshly written parts, as the ranks of a
+shared-memory allreduce do, with no protocol at all). Reports per point: each implementation's
+median over the rounds, every job's max/min over the rounds (no collective that moves the same
+bytes between the same CPUs can be steadier than the exchange pass), short / long, and
+hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
 
     python3 bench/allreduce_stability.py --build build --np 2,4 --sizes 64K,1M,16M --runs 8
 Writes OUT/stability_raw.csv (one row per job) and OUT/stability.md (the table).
@@ -53,15 +55,16 @@ def parse():
 def job(args, impl, np_, size, iters, warm):
     b = os.path.join(args.build, "bin")
     s = str(size)
-    if impl == "machine":
-        cmd = [os.path.join(b, "memory_pass"), "-t", str(np_)]
+    machine = impl in ("machine", "exchange")
+    if machine:
+        cmd = [os.path.join(b, "memory_pass"), "-t", str(np_)] + (["-x"] * (impl == "exchange"))
     elif impl == "mpi":
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
                os.path.join(b, "mpi_allreduce_bench")]
     else:
         cmd = [os.path.join(b, "hvdsparse"), "run", "-np", str(np_),
                os.path.join(b, "hvdsparse-perf"), "allreduce"]
-    cmd += ["-b", s] + ([] if impl == "machine" else ["-e", s])
+    cmd += ["-b", s] + ([] if machine else ["-e", s])
     cmd += ["-n", str(iters), "-w", str(warm), "--csv"]
     t0 = time.time()
     rc, out, err = run_procs([cmd], args.timeout)  # a hung job: its process group killed
@@ -89,24 +92,27 @@ def table(raw, short):
     sizes = sorted({r["bytes"] for r in raw})
     lines = ["| np | size | long ops | hvdsparse us (min-max) | max/min | short (%d ops) us | "
              "short / long | Open MPI us (min-max) | Open MPI max/min | machine's memory pass "
-             "max/min | hvdsparse / Open MPI |" % short, "|---" * 11 + "|"]
+             "max/min | machine's exchange pass us, max/min | hvdsparse / Open MPI |" % short,
+             "|---" * 12 + "|"]
     for np_ in nps:
         for size in sizes:
             def times(impl):
                 return [r["time_us"] for r in raw
                         if r["impl"] == impl and r["np"] == np_ and r["bytes"] == size]
             h, s, m = times("hvdsparse"), times("hvdsparse-short"), times("mpi")
-            machine = times("machine")
+            machine, exchange = times("machine"), times("exchange")
             spread = "%.2f" % (max(machine) / min(machine)) if machine else "-"
+            handoff = "%.1f, %.2f" % (statistics.median(exchange), max(exchange) / min(exchange)) \
+                if exchange else "-"
             if not (h and s and m):
                 continue
             n = [r["iters"] for r in raw if r["impl"] == "hvdsparse" and r["np"] == np_
                  and r["bytes"] == size][0]
             hm, sm, mm = statistics.median(h), statistics.median(s), statistics.median(m)
             lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f "
-                         "| %.1f (%.1f-%.1f) | %.2f | %s | %.2f |"
+                         "| %.1f (%.1f-%.1f) | %.2f | %s | %s | %.2f |"
                          % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h), sm, sm / hm,
-                            mm, min(m), max(m), max(m) / min(m), spread, hm / mm))
+                            mm, min(m), max(m), max(m) / min(m), spread, handoff, hm / mm))
     return "\n".join(lines) + "\n"
 
 
@@ -128,9 +134,10 @@ def main():
             probe = job(args, "hvdsparse", np_, size, 5, 1)["time_us"]
             n = long_iters(args, np_, size, probe)
             kinds = [("hvdsparse", n, args.warmup), ("hvdsparse-short", args.short, 0),
-                     ("mpi", n, args.warmup), ("machine", n, args.warmup)]
+                     ("mpi", n, args.warmup), ("machine", n, args.warmup),
+                     ("exchange", n, args.warmup)]
             for run in range(args.runs):
-                order = kinds[run % 4:] + kinds[:run % 4]
+                order = kinds[run % len(kinds):] + kinds[:run % len(kinds)]
                 for impl, iters, warm in order:
                     r = job(args, impl if impl != "hvdsparse-short" else "hvdsparse", np_, size,
                             iters, warm)

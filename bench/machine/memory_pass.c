@@ -4,7 +4,14 @@
  * shows how steady this machine's memory and CPUs are at that size; no collective that moves
  * the same bytes through the same caches can be steadier than this.
  *
- *   memory_pass -b SIZE -t THREADS [-n ITERS] [-w WARMUP] [--csv]
+ * With -x (exchange) the threads also hand the data to each other as the ranks of a
+ * shared-memory allreduce do, with no protocol: in rounds of ROUND bytes (-r, default 4M, the
+ * runtime's round), each thread copies its round into a slot of its own, averages part t of
+ * every thread's slot into a result slot, and copies every thread's result part back into its
+ * buffer. Each round reads lines another CPU has just written, so this also shows how steady the
+ * path between the CPUs is.
+ *
+ *   memory_pass -b SIZE -t THREADS [-x [-r ROUND]] [-n ITERS] [-w WARMUP] [--csv]
  *
  * SIZE takes K, M and G suffixes. --csv prints a header and one row (bytes, threads, iters,
  * time_us, min_us, max_us) as hvdsparse-perf does. */
@@ -41,10 +48,11 @@ static void barrier_wait(barrier_t* b) {
 }
 
 typedef struct {
-  int id, iters, warmup;
-  size_t count;
+  int id, iters, warmup, threads;
+  size_t count, round; /* elements: of the buffer, of a round (-x) */
   barrier_t* barrier;
-  double* times; /* thread 0 only: one per timed pass */
+  double* times;  /* thread 0 only: one per timed pass */
+  float** shared; /* -x: every thread's slot, then every thread's result slot */
 } worker_t;
 
 static double now_us(void) {
@@ -61,6 +69,38 @@ static void pin(int id) {
   pthread_setaffinity_np(pthread_self(), sizeof s, &s);
 }
 
+/* Part p of count elements split over n threads: [*lo, *hi). */
+static void part(size_t count, int n, int p, size_t* lo, size_t* hi) {
+  *lo = count * (size_t)p / (size_t)n;
+  *hi = count * (size_t)(p + 1) / (size_t)n;
+}
+
+/* -x: per round, thread t copies the round into its slot, averages part t of every slot into
+ * its result slot, then gathers every result part into its buffer, which it thereby writes for
+ * the next pass. Buffers that start at 1 stay at 1, which work() checks at the end. */
+static void exchange(worker_t* w, float* buf) {
+  float *slot = w->shared[w->id], *result = w->shared[w->threads + w->id];
+  const float scale = 1.0f / (float)w->threads;
+  for (size_t at = 0; at < w->count; at += w->round) {
+    size_t len = w->count - at < w->round ? w->count - at : w->round, lo, hi;
+    memcpy(slot, buf + at, len * sizeof(float));
+    barrier_wait(w->barrier);
+    part(len, w->threads, w->id, &lo, &hi);
+    memcpy(result + lo, slot + lo, (hi - lo) * sizeof(float));
+    for (int j = 0; j < w->threads; j++) {
+      const float* other = w->shared[j];
+      if (j != w->id)
+        for (size_t i = lo; i < hi; i++) result[i] += other[i];
+    }
+    for (size_t i = lo; i < hi; i++) result[i] *= scale;
+    barrier_wait(w->barrier);
+    for (int j = 0; j < w->threads; j++) {
+      part(len, w->threads, j, &lo, &hi);
+      memcpy(buf + at + lo, w->shared[w->threads + j] + lo, (hi - lo) * sizeof(float));
+    }
+  }
+}
+
 /* One pass is one reduction of the buffer; a pass's time is thread 0's, from the barrier that
  * starts it to the barrier that ends it, so the slowest thread decides it. */
 static void* work(void* arg) {
@@ -73,15 +113,37 @@ static void* work(void* arg) {
     exit(1);
   }
   for (size_t i = 0; i < w->count; i++) src[i] = dst[i] = 1.0f; /* first touch on this CPU */
+  if (w->shared != NULL) {
+    w->shared[w->id] = calloc(w->round, sizeof(float));
+    w->shared[w->threads + w->id] = calloc(w->round, sizeof(float));
+    if (w->shared[w->id] == NULL || w->shared[w->threads + w->id] == NULL) {
+      fprintf(stderr, "memory_pass: out of memory\n");
+      exit(1);
+    }
+  }
   for (int it = -w->warmup; it < w->iters; it++) {
     barrier_wait(w->barrier);
     double t0 = now_us();
-    for (size_t i = 0; i < w->count; i++) dst[i] += src[i];
+    if (w->shared == NULL)
+      for (size_t i = 0; i < w->count; i++) dst[i] += src[i];
+    else
+      exchange(w, src);
     barrier_wait(w->barrier);
     if (w->times != NULL && it >= 0) w->times[it] = now_us() - t0;
   }
+  for (size_t i = 0; w->shared != NULL && i < w->count; i++) {
+    if (src[i] != 1.0f) {
+      fprintf(stderr, "memory_pass -x: thread %d holds %g at element %zu, not 1\n", w->id,
+              (double)src[i], i);
+      exit(1);
+    }
+  }
   volatile float keep = dst[w->count / 2]; /* the sums are used */
   (void)keep;
+  if (w->shared != NULL) {
+    free(w->shared[w->id]);
+    free(w->shared[w->threads + w->id]);
+  }
   free(src);
   free(dst);
   return NULL;
@@ -107,8 +169,8 @@ static int by_value(const void* a, const void* b) {
 }
 
 int main(int argc, char** argv) {
-  size_t bytes = 0;
-  int threads = 0, iters = 100, warmup = 5, csv = 0;
+  size_t bytes = 0, round = 4u << 20;
+  int threads = 0, iters = 100, warmup = 5, csv = 0, exchanged = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-b") && i + 1 < argc)
       bytes = parse_size(argv[++i]);
@@ -120,20 +182,32 @@ int main(int argc, char** argv) {
       warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--csv"))
       csv = 1;
+    else if (!strcmp(argv[i], "-x"))
+      exchanged = 1;
+    else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+      round = parse_size(argv[++i]);
     else
       bytes = 0, i = argc;
   }
-  if (bytes < sizeof(float) || threads < 1 || iters < 1 || warmup < 0) {
-    fprintf(stderr, "usage: memory_pass -b SIZE -t THREADS [-n ITERS] [-w WARMUP] [--csv]\n");
+  if (bytes < sizeof(float) || threads < 1 || iters < 1 || warmup < 0 || round < sizeof(float)) {
+    fprintf(
+        stderr,
+        "usage: memory_pass -b SIZE -t THREADS [-x [-r ROUND]] [-n ITERS] [-w WARMUP] [--csv]\n");
     return 2;
   }
   barrier_t barrier = {0, 0, threads};
   double* times = calloc((size_t)iters, sizeof(double));
   worker_t* ws = calloc((size_t)threads, sizeof(worker_t));
   pthread_t* ts = calloc((size_t)threads, sizeof(pthread_t));
-  if (times == NULL || ws == NULL || ts == NULL) return 1;
+  float** shared = exchanged ? calloc(2 * (size_t)threads, sizeof(float*)) : NULL;
+  if (times == NULL || ws == NULL || ts == NULL || (exchanged && shared == NULL)) return 1;
   for (int i = 0; i < threads; i++) {
-    ws[i] = (worker_t){i, iters, warmup, bytes / sizeof(float), &barrier, i == 0 ? times : NULL};
+    size_t count = bytes / sizeof(float), per_round = round / sizeof(float);
+    ws[i] = (worker_t){i,        iters,
+                       warmup,   threads,
+                       count,    per_round < count ? per_round : count,
+                       &barrier, i == 0 ? times : NULL,
+                       shared};
     pthread_create(&ts[i], NULL, work, &ws[i]);
   }
   for (int i = 0; i < threads; i++) pthread_join(ts[i], NULL);
@@ -145,6 +219,7 @@ int main(int argc, char** argv) {
   else
     printf("%zu bytes, %d threads, %d passes: median %.1f us (min %.1f, max %.1f)\n", bytes,
            threads, iters, median, lo, hi);
+  free(shared);
   free(times);
   free(ws);
   free(ts);

@@ -1,9 +1,11 @@
 """Runs bench/allreduce_stability.py (part of `make bench`) at its smallest, np 2 at 64 KiB, two
-rounds of a few operations, and checks what it wrote: every round holds its four jobs (hvdsparse's
-long and short runs, Open MPI's, the machine's memory pass), each with a positive time and the
-operations asked for, and the table one row whose spreads are the rounds' max/min, the machine's
-among them. Then memory_pass alone: a pass prints its CSV row with min <= median <= max, and a
-call without a size exits 2 with its usage. Each job has the script's own time limit.
+rounds of a few operations, and checks what it wrote: every round holds its five jobs (hvdsparse's
+long and short runs, Open MPI's, the machine's memory and exchange passes), each with a positive
+time and the operations asked for, and the table one row whose spreads are the rounds' max/min,
+the machine's among them. Then memory_pass alone: a pass prints its CSV row with min <= median <=
+max, with and without -x (whose threads check that every part came back), on parts of unequal
+length too, and a call without a size exits 2 with its usage. Each job has the script's own time
+limit.
 
     python3 stability_check.py BUILD_DIR
 """
@@ -13,7 +15,7 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine"]
+IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine", "exchange"]
 
 
 def fail(msg):
@@ -42,25 +44,30 @@ def check_table(build, out):
     if len(lines) != 1:
         fail("the table has %d rows for np 2, not 1" % len(lines))
     cells = [c.strip() for c in lines[0].strip("|").split("|")]
-    if len(cells) != 11:
-        fail("a row of %d cells, not 11: %s" % (len(cells), lines[0]))
+    if len(cells) != 12:
+        fail("a row of %d cells, not 12: %s" % (len(cells), lines[0]))
     machine = [float(row["time_us"]) for row in raw if row["impl"] == "machine"]
     if abs(float(cells[9]) - max(machine) / min(machine)) > 0.006:
         fail("the machine's max/min reads %s, its runs %s" % (cells[9], machine))
+    exchange = [float(row["time_us"]) for row in raw if row["impl"] == "exchange"]
+    if abs(float(cells[10].split(", ")[1]) - max(exchange) / min(exchange)) > 0.006:
+        fail("the exchange pass's max/min reads %s, its runs %s" % (cells[10], exchange))
 
 
 def check_memory_pass(build):
     tool = os.path.join(build, "bin", "memory_pass")
-    r = subprocess.run([tool, "-b", "64K", "-t", "2", "-n", "5", "--csv"], capture_output=True,
-                       text=True, timeout=60)
-    rows = r.stdout.split()
-    if r.returncode != 0 or len(rows) != 2:
-        fail("memory_pass exited %d: %s %s" % (r.returncode, r.stdout, r.stderr))
-    row = dict(zip(rows[0].split(","), rows[1].split(",")))
-    if row["bytes"] != "65536" or row["threads"] != "2" or row["iters"] != "5":
-        fail("memory_pass row %s" % row)
-    if not 0 < float(row["min_us"]) <= float(row["time_us"]) <= float(row["max_us"]):
-        fail("memory_pass times out of order: %s" % row)
+    for size, threads, extra in (("64K", "2", []), ("64K", "2", ["-x"]), ("1000", "3", ["-x"])):
+        r = subprocess.run([tool, "-b", size, "-t", threads, "-n", "5", "--csv"] + extra,
+                           capture_output=True, text=True, timeout=60)
+        rows = r.stdout.split()
+        if r.returncode != 0 or len(rows) != 2:
+            fail("memory_pass %s exited %d: %s %s" % (extra, r.returncode, r.stdout, r.stderr))
+        row = dict(zip(rows[0].split(","), rows[1].split(",")))
+        want = str(int(size.replace("K", "")) * (1024 if "K" in size else 1))
+        if row["bytes"] != want or row["threads"] != threads or row["iters"] != "5":
+            fail("memory_pass row %s" % row)
+        if not 0 < float(row["min_us"]) <= float(row["time_us"]) <= float(row["max_us"]):
+            fail("memory_pass times out of order: %s" % row)
     r = subprocess.run([tool, "-t", "2"], capture_output=True, text=True, timeout=60)
     if r.returncode != 2 or "usage: memory_pass -b SIZE" not in r.stderr:
         fail("memory_pass without a size exited %d: %s" % (r.returncode, r.stderr))
@@ -71,7 +78,7 @@ def main():
     out = os.path.join(build, "test-stability")
     check_memory_pass(build)
     check_table(build, out)
-    print("OK: four jobs per round, the table's spreads, memory_pass's row and usage")
+    print("OK: five jobs per round, the table's spreads, memory_pass's rows and usage")
 
 
 if __name__ == "__main__":
