@@ -85,3 +85,35 @@ def test_indexed_slices_without_dense_shape_as_horovod():
     for kw in ({"prescale_factor": 0.5}, {"postscale_factor": 0.5}):
         with pytest.raises(NotImplementedError):
             hvd.allreduce(s, op=hvd.Sum, **kw)
+
+
+@pytest.mark.parametrize("over", ["global", "evens"])
+def test_legacy_optimizer_averages_gradients_over_its_process_set(over):
+    """hvd.DistributedOptimizer around a tf.compat.v1.train.Optimizer, as in Horovod: the step
+    applies the gradient averaged over the set; a rank outside it steps on its own."""
+    n, r = hvd.size(), hvd.rank()
+    ps = hvd.add_process_set([i for i in range(n) if i % 2 == 0]) if over == "evens" \
+        else hvd.global_process_set
+    try:
+        with tf.Graph().as_default() as g:
+            w = tf.compat.v1.Variable([1.0, 2.0], use_resource=False)
+            loss = tf.reduce_sum(w * float(r + 1))  # d loss / d w = r + 1
+            opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                           process_set=ps)
+            pairs = opt.compute_gradients(loss, var_list=[w])
+            step = opt.apply_gradients(pairs)
+            with _session(g) as sess:
+                sess.run(tf.compat.v1.global_variables_initializer())
+                sess.run(step)
+                got = sess.run(w)
+        grad = sum(i + 1 for i in ps.ranks) / len(ps.ranks) if ps.included() else r + 1
+        np.testing.assert_allclose(got, [1.0 - grad, 2.0 - grad])
+    finally:
+        if over == "evens":
+            hvd.remove_process_set(ps)
+
+
+def test_legacy_optimizer_refuses_what_it_does_not_support():
+    with pytest.raises(NotImplementedError, match="backward_passes_per_step"):
+        hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                 backward_passes_per_step=2)

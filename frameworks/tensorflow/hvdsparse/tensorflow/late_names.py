@@ -4,8 +4,12 @@ __getattr__, PEP 562)."""
 
 
 def DistributedOptimizer(optimizer, *args, **kwargs):
-    """Keras optimizers: see hvdsparse.tensorflow.keras.DistributedOptimizer. Legacy
-    tf.compat.v1 optimizers are not supported."""
+    """A tf.compat.v1.train.Optimizer: legacy_optimizer.DistributedLegacyOptimizer; a Keras
+    optimizer: hvdsparse.tensorflow.keras.DistributedOptimizer."""
+    import tensorflow as tf
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        from hvdsparse.tensorflow.legacy_optimizer import DistributedLegacyOptimizer
+        return DistributedLegacyOptimizer(optimizer, *args, **kwargs)
     from hvdsparse.tensorflow.keras import DistributedOptimizer as _keras_opt
     return _keras_opt(optimizer, *args, **kwargs)
 
