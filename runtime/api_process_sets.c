@@ -9,32 +9,25 @@ static hvds_pset_t* lookup_locked(hvds_runtime_t* rt, int32_t id) {
   return rt->psets[id];
 }
 
-int hvds_process_set_rank(int32_t id) {
+static int rank_of(const hvds_pset_t* s) { return s->my_rank; }
+static int size_of(const hvds_pset_t* s) { return s->n; }
+static int includes_me(const hvds_pset_t* s) { return s->my_rank >= 0; }
+
+/* what(set) under the table's lock; -1 for an id that names no set. */
+static int query(int32_t id, int (*what)(const hvds_pset_t*)) {
   hvds_runtime_t* rt = &hvds__rt;
   pthread_mutex_lock(&rt->qmu);
   hvds_pset_t* s = lookup_locked(rt, id);
-  int r = s ? s->my_rank : -1;
+  int r = s ? what(s) : -1;
   pthread_mutex_unlock(&rt->qmu);
   return r;
 }
 
-int hvds_process_set_size(int32_t id) {
-  hvds_runtime_t* rt = &hvds__rt;
-  pthread_mutex_lock(&rt->qmu);
-  hvds_pset_t* s = lookup_locked(rt, id);
-  int r = s ? s->n : -1;
-  pthread_mutex_unlock(&rt->qmu);
-  return r;
-}
+int hvds_process_set_rank(int32_t id) { return query(id, rank_of); }
 
-int hvds_process_set_included(int32_t id) {
-  hvds_runtime_t* rt = &hvds__rt;
-  pthread_mutex_lock(&rt->qmu);
-  hvds_pset_t* s = lookup_locked(rt, id);
-  int r = s ? (s->my_rank >= 0) : -1;
-  pthread_mutex_unlock(&rt->qmu);
-  return r;
-}
+int hvds_process_set_size(int32_t id) { return query(id, size_of); }
+
+int hvds_process_set_included(int32_t id) { return query(id, includes_me); }
 
 int32_t hvds_process_set_ranks(int32_t id, int32_t* ranks) {
   hvds_runtime_t* rt = &hvds__rt;
