@@ -113,7 +113,102 @@ def test_legacy_optimizer_averages_gradients_over_its_process_set(over):
             hvd.remove_process_set(ps)
 
 
-def test_legacy_optimizer_refuses_what_it_does_not_support():
-    with pytest.raises(NotImplementedError, match="backward_passes_per_step"):
+def _aggregated_run(opt_factory, passes, average, steps):
+    """w (2 values) trained for `steps` passes on loss sum(w * x), x = rank + 1 + pass: returns
+    w and global_step after each pass."""
+    r = hvd.rank()
+    with tf.Graph().as_default() as g:
+        w = tf.compat.v1.Variable([1.0, 2.0])
+        x = tf.compat.v1.placeholder(tf.float32, [])
+        step = tf.compat.v1.train.get_or_create_global_step()
+        opt = hvd.DistributedOptimizer(opt_factory(), backward_passes_per_step=passes,
+                                       average_aggregated_gradients=average)
+        pairs = opt.compute_gradients(tf.reduce_sum(w * x), var_list=[w])
+        train = opt.apply_gradients(pairs, global_step=step)
+        seen = []
+        with _session(g) as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(),
+                      tf.compat.v1.local_variables_initializer()])
+            for i in range(steps):
+                sess.run(train, {x: float(r + 1 + i)})
+                seen.append((sess.run(w), sess.run(step)))
+    return seen
+
+
+@pytest.mark.parametrize("average", [True, False])
+def test_legacy_optimizer_aggregates_backward_passes(average):
+    """backward_passes_per_step=3: passes 3 and 6 apply the set's average of the three passes'
+    summed gradients (divided by 3 with average_aggregated_gradients); the others apply nothing;
+    global_step counts every pass."""
+    n = hvd.size()
+    seen = _aggregated_run(lambda: tf.compat.v1.train.GradientDescentOptimizer(1.0), 3,
+                           average, 6)
+    w, expect = np.array([1.0, 2.0]), []
+    for i in range(6):
+        if i % 3 == 2:
+            total = sum(sum(q + 1 + j for j in range(i - 2, i + 1)) for q in range(n)) / n
+            w = w - (total / 3 if average else total)
+        expect.append(w.copy())
+    for i, (got, step) in enumerate(seen):
+        np.testing.assert_allclose(got, expect[i], rtol=1e-6)
+        assert step == i + 1
+
+
+def test_legacy_optimizer_aggregation_with_slots():
+    """Momentum creates its slots inside the conditional apply: equal to momentum stepped every
+    2nd pass on the averaged sums."""
+    n = hvd.size()
+    seen = _aggregated_run(lambda: tf.compat.v1.train.MomentumOptimizer(0.5, 0.9), 2, True, 4)
+    w, velocity = np.array([1.0, 2.0]), 0.0
+    for i in (1, 3):
+        grad = sum(sum(q + 1 + j for j in (i - 1, i)) for q in range(n)) / n / 2
+        velocity = 0.9 * velocity + grad
+        w = w - 0.5 * velocity
+    np.testing.assert_allclose(seen[-1][0], w, rtol=1e-6)
+    np.testing.assert_allclose(seen[0][0], [1.0, 2.0])
+
+
+def test_legacy_optimizer_aggregates_sparse_gradients():
+    """An embedding's IndexedSlices gradient is summed densely and averaged over the set."""
+    n, r = hvd.size(), hvd.rank()
+    with tf.Graph().as_default() as g:
+        table = tf.compat.v1.Variable(tf.zeros([n, 2]))
+        loss = tf.reduce_sum(tf.gather(table, [r]) * float(r + 1))
+        opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                       backward_passes_per_step=2, sparse_as_dense=True)
+        train = opt.apply_gradients(opt.compute_gradients(loss, var_list=[table]))
+        with _session(g) as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(),
+                      tf.compat.v1.local_variables_initializer()])
+            sess.run(train)
+            np.testing.assert_array_equal(sess.run(table), np.zeros([n, 2]))
+            sess.run(train)
+            got = sess.run(table)
+    # each rank's row: two passes of (q + 1), averaged over n ranks, not divided by the passes
+    np.testing.assert_allclose(got, [[-2.0 * (q + 1) / n] * 2 for q in range(n)], rtol=1e-6)
+
+
+def test_legacy_optimizer_aggregation_needs_a_graph():
+    opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                   backward_passes_per_step=2)
+    w = tf.Variable([1.0])
+    with pytest.raises(NotImplementedError, match="TF1 graph"):
+        opt.compute_gradients(lambda: tf.reduce_sum(w), var_list=[w])
+    with pytest.raises(ValueError, match="at least 1"):
         hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
-                                 backward_passes_per_step=2)
+                                 backward_passes_per_step=0)
+
+
+def test_broadcast_global_variables_hook_in_a_monitored_session():
+    """Every rank starts from root's values (initialized differently on each rank); the hook
+    builds its op again for a new graph."""
+    root = hvd.size() - 1
+    hook = hvd.BroadcastGlobalVariablesHook(root)
+    for _ in range(2):
+        with tf.Graph().as_default():
+            w = tf.compat.v1.Variable(tf.fill([3], float(hvd.rank())))
+            step = tf.compat.v1.train.get_or_create_global_step()
+            with tf.compat.v1.train.MonitoredTrainingSession(
+                    hooks=[hook], config=tf.compat.v1.ConfigProto()) as sess:
+                np.testing.assert_array_equal(sess.run(w), [root] * 3)
+                assert sess.run(step) == 0

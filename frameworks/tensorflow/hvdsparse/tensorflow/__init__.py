@@ -9,9 +9,9 @@ Not compiled against TensorFlow: collectives copy tensors to host numpy buffers 
 library through ctypes; inside tf.function they run as tf.py_function ops. GPU tensors are
 copied to the host, except in the dense collectives, which see them in place through DLPack
 when the device library loads (dlpack_views.py). TF1 graphs run by a
-tf.compat.v1.Session work too (graph_mode.py):
-broadcast_global_variables is provided; the legacy DistributedOptimizer for tf.compat.v1
-optimizers and BroadcastGlobalVariablesHook are not. hvd.elastic: Horovod's elastic API
+tf.compat.v1.Session work too (graph_mode.py), with broadcast_global_variables,
+BroadcastGlobalVariablesHook and DistributedOptimizer around a tf.compat.v1.train.Optimizer
+(backward_passes_per_step included). hvd.elastic: Horovod's elastic API
 (TensorFlow 2, eager; docs/elastic.md).
 """
 from hvdsparse.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
@@ -22,6 +22,7 @@ from hvdsparse.tensorflow.functions import (allgather_object, broadcast_object, 
                                             broadcast_global_variables)
 from hvdsparse.tensorflow.gradient_tape import (DistributedGradientTape,  # noqa: F401
                                                 PartialDistributedGradientTape)
+from hvdsparse.tensorflow.session_hooks import BroadcastGlobalVariablesHook  # noqa: F401
 from hvdsparse.tensorflow.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum,
     HorovodAbortedError, HorovodInvalidArgumentError, HorovodPreconditionError,

@@ -23,12 +23,12 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
 
 
 def broadcast_global_variables(root_rank):
-    """TF1 graphs: the op that broadcasts every global variable from root_rank. Eagerly it
-    raises RuntimeError, as Horovod's."""
+    """TF1 graphs: the op that broadcasts every global variable from root_rank (a no-op when the
+    graph has none). Eagerly it raises RuntimeError, as Horovod's."""
     if mpi_ops._executing_eagerly():
         raise RuntimeError("hvd.broadcast_global_variables() does not support eager execution; "
                            "use hvd.broadcast_variables(<model/optimizer variables>)")
-    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank) or tf.no_op()
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None,
