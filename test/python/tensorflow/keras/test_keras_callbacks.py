@@ -66,3 +66,54 @@ def test_best_model_checkpoint(tmp_path):
     assert checkpoint.save_best_only
     assert os.path.exists(checkpoint.filepath)
     np.testing.assert_allclose(checkpoint.best, min(history.history["loss"]), rtol=1e-6)
+
+
+def _momentum_optimizers():
+    """SGD with momentum of whichever Keras tf.keras is, and tf_keras' legacy SGD with it."""
+    made = [("sgd", lambda: tf.keras.optimizers.SGD(0.1, momentum=0.9))]
+    if tf.keras.optimizers.SGD.__module__.startswith("tf_keras"):
+        made.append(("legacy_sgd", lambda: tf.keras.optimizers.legacy.SGD(0.1, momentum=0.9)))
+    return made
+
+
+@pytest.mark.parametrize("correct", [True, False])
+@pytest.mark.parametrize("name,make", _momentum_optimizers())
+def test_schedule_corrects_momentum(name, make, correct):
+    """The rate halves at epoch 1: with momentum_correction the velocity is scaled by 0.5 before
+    that epoch's step (Horovod's one-step momentum scaling); the weights match that update
+    worked out here, and without the correction they match the plain update."""
+    tf.keras.utils.set_random_seed(3)
+    model = tf.keras.Sequential([tf.keras.Input((2,)),
+                                 tf.keras.layers.Dense(1, use_bias=False,
+                                                       kernel_initializer="ones")])
+    model.compile(optimizer=hvdk.DistributedOptimizer(make()), loss="mse")
+    x = np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)  # the same data on every rank
+    y = np.array([[0.5], [-2.0]], np.float32)
+    schedule = hvdk.callbacks.LearningRateScheduleCallback(
+        0.1, lambda epoch: 1.0 if epoch < 1 else 0.5, momentum_correction=correct)
+    model.fit(x, y, batch_size=2, epochs=3, verbose=0, shuffle=False, callbacks=[schedule])
+    w, velocity = np.ones([2, 1]), np.zeros([2, 1])
+    for epoch, lr in enumerate([0.1, 0.05, 0.05]):
+        if correct and epoch == 1:
+            velocity *= 0.5
+        grad = 2.0 / len(x) * x.T @ (x @ w - y)
+        velocity = 0.9 * velocity - lr * grad
+        w = w + velocity
+    np.testing.assert_allclose(model.trainable_variables[0].numpy(), w, rtol=1e-5)
+
+
+def test_schedule_leaves_adam_moments_alone():
+    """Adam has no momentum to correct: the same weights with and without the correction."""
+    got = []
+    for correct in (True, False):
+        model = _model(seed=4)
+        model.compile(optimizer=hvdk.DistributedOptimizer(tf.keras.optimizers.Adam(0.01)),
+                      loss="mse")
+        x, y = _data()
+        schedule = hvdk.callbacks.LearningRateScheduleCallback(
+            0.01, lambda epoch: 1.0 / (epoch + 1), momentum_correction=correct)
+        model.fit(x, y, batch_size=4, epochs=3, verbose=0, shuffle=False,
+                  callbacks=[schedule])
+        got.append([v.numpy() for v in model.trainable_variables])
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

@@ -66,21 +66,44 @@ class MetricAverageCallback(tf.keras.callbacks.Callback):
             logs[k] = float(v)
 
 
-def _set_lr(optimizer, value):
-    optimizer.learning_rate = value
-
-
 def _get_lr(optimizer):
     lr = optimizer.learning_rate
     return float(lr.numpy() if hasattr(lr, "numpy") else lr)
+
+
+def _change_lr(optimizer, value, momentum_correction):
+    """Sets the rate; with momentum_correction, scales the momentum buffers by new/old rate."""
+    old = _get_lr(optimizer)
+    optimizer.learning_rate = value
+    if momentum_correction and old > 0 and value != old:
+        for buffer in _momentum_buffers(optimizer):
+            buffer.assign(buffer * (value / old))
+
+
+def _momentum_buffers(optimizer):
+    """The velocity buffers of an optimizer with a nonzero `momentum` (SGD, RMSprop), each
+    holding past rates times gradients: empty before its first step. Scaling them by new/old
+    rate when the rate changes is Horovod's momentum correction (Goyal et al.), which
+    multiplies the momentum by new/old for the one step that follows: the same update."""
+    momentum = getattr(optimizer, "momentum", 0.0)
+    if not float(momentum.numpy() if hasattr(momentum, "numpy") else momentum):
+        return []
+    for name in ("momentums", "_momentums"):  # Keras 3 and tf_keras: SGD, RMSprop
+        buffers = getattr(optimizer, name, None)
+        if buffers:
+            return list(buffers)
+    slots = getattr(optimizer, "_slots", None)  # tf_keras' legacy OptimizerV2
+    if isinstance(slots, dict):
+        return [s["momentum"] for s in slots.values() if "momentum" in s]
+    return []
 
 
 class LearningRateScheduleCallback(tf.keras.callbacks.Callback):
     """Sets the learning rate to initial_lr * multiplier (a number, or a function of the epoch,
     fractional when staircase=False) between start_epoch and end_epoch.
 
-    momentum_correction is accepted but not applied: a Keras 3 optimizer's momentum is a Python
-    float baked into the traced train step."""
+    momentum_correction (as Horovod's): when the rate changes, the momentum buffers are scaled
+    by new/old rate, so the step after a change does not carry the old rate's velocity."""
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None):
@@ -98,7 +121,8 @@ class LearningRateScheduleCallback(tf.keras.callbacks.Callback):
         return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
 
     def _adjust(self, epoch):
-        _set_lr(self.model.optimizer, self.initial_lr * self.multiplier(epoch))
+        _change_lr(self.model.optimizer, self.initial_lr * self.multiplier(epoch),
+                   self.momentum_correction)
 
     def on_train_begin(self, logs=None):
         if self.steps_per_epoch is None:
@@ -139,7 +163,8 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch == self.warmup_epochs - 1:
-            _set_lr(self.model.optimizer, self.initial_lr)  # the ramp ends exactly at initial_lr
+            # the ramp ends exactly at initial_lr
+            _change_lr(self.model.optimizer, self.initial_lr, self.momentum_correction)
         super().on_epoch_end(epoch, logs)
         if epoch == self.warmup_epochs - 1 and self.verbose > 0 and mpi_ops.rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g."
