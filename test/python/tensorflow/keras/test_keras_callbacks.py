@@ -117,3 +117,32 @@ def test_schedule_leaves_adam_moments_alone():
         got.append([v.numpy() for v in model.trainable_variables])
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
+
+
+def _sessions():
+    made = ["default"]
+    if hasattr(tf.compat.v1.keras.backend, "get_session"):  # tf_keras
+        made.append("keras")
+    return made
+
+
+@pytest.mark.parametrize("which", _sessions())
+def test_broadcast_global_variables_in_a_tf1_graph(which):
+    """hvd.keras.broadcast_global_variables runs the broadcast in the default session, else in
+    Keras' own; eagerly it refuses, as Horovod's."""
+    root = hvd.size() - 1
+    with pytest.raises(RuntimeError, match="eager"):
+        hvdk.broadcast_global_variables(root)
+    with tf.Graph().as_default() as g:
+        w = tf.compat.v1.Variable(tf.fill([2], float(hvd.rank())))
+        if which == "keras":
+            sess = tf.compat.v1.keras.backend.get_session()
+            sess.run(tf.compat.v1.global_variables_initializer())
+            hvdk.broadcast_global_variables(root)
+            got = sess.run(w)
+        else:
+            with tf.compat.v1.Session(graph=g) as sess, sess.as_default():
+                sess.run(tf.compat.v1.global_variables_initializer())
+                hvdk.broadcast_global_variables(root)
+                got = sess.run(w)
+    np.testing.assert_array_equal(got, [root] * 2)

@@ -10,6 +10,7 @@ tf_keras with TF_USE_LEGACY_KERAS=1).
 """
 import tensorflow as tf
 
+from hvdsparse.tensorflow import functions as _functions
 from hvdsparse.tensorflow import mpi_ops as _ops
 from hvdsparse.tensorflow.compression import Compression
 from hvdsparse.tensorflow.gradient_tape import _check_options
@@ -113,9 +114,18 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
 
 
 def broadcast_global_variables(root_rank):
-    raise NotImplementedError("broadcast_global_variables is a TF1 graph API; use "
-                              "callbacks.BroadcastGlobalVariablesCallback or "
-                              "hvd.broadcast_variables(model.variables, root_rank)")
+    """TF1 graphs, as Horovod's: assigns root_rank's global variables on every rank, run in the
+    default session, else in Keras' own (tf_keras). Eagerly RuntimeError: use
+    callbacks.BroadcastGlobalVariablesCallback or hvd.broadcast_variables."""
+    op = _functions.broadcast_global_variables(root_rank)
+    session = tf.compat.v1.get_default_session()
+    if session is None:
+        get_session = getattr(tf.compat.v1.keras.backend, "get_session", None)
+        if get_session is None:
+            raise RuntimeError("broadcast_global_variables needs a session: run it under "
+                               "`with session.as_default():` (this Keras has no get_session)")
+        session = get_session()
+    return session.run(op)
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
