@@ -29,9 +29,11 @@ int hvds__cycle_acquire(hvds_runtime_t* rt, hvds_cycle_runner_t who, double* nex
   pthread_mutex_lock(&rt->qmu);
   double now = hvds__now();
   *result = rt->cycle_result;
-  int took =
-      *result == 0 && !rt->cycle_owned && due_locked(rt, now) &&
-      (who == HVDS_CYCLE_COORDINATOR || (rt->caller_runs && !atomic_load(&rt->shutdown_requested)));
+  /* A caller only in a running runtime: a thread still waiting on an operation of the last
+   * one must not start a cycle while init builds the next (its sets and transports). */
+  int took = *result == 0 && !rt->cycle_owned && due_locked(rt, now) &&
+             (who == HVDS_CYCLE_COORDINATOR || (rt->caller_runs && atomic_load(&rt->initialized) &&
+                                                !atomic_load(&rt->shutdown_requested)));
   if (took) {
     // Atomic stores: grace_for_callers(rt) reads both without qmu.
     __atomic_store_n(&rt->cycle_owned, 1, __ATOMIC_RELEASE);

@@ -31,6 +31,15 @@ def hosts_updated():
     return _lib.lib().hvds_elastic_hosts_updated() == 1
 
 
+class _HostMessages:
+    """Horovod's State._host_messages: a queue that Horovod's driver fills with host changes and
+    that scripts (Horovod's own elastic tests among them) poll to wait for one. Here empty()
+    asks the launcher whether it published a newer membership."""
+
+    def empty(self):
+        return not hosts_updated()
+
+
 class State:
     """State of a training job that elastic.run keeps across resets. Subclasses say how to save,
     restore and sync it; commit() saves it and checks for new hosts, so call it every few batches
@@ -40,6 +49,8 @@ class State:
         self._bcast_object = bcast_object
         self._rank = get_rank
         self._reset_callbacks = []
+        self._host_messages = _HostMessages()
+        self._last_updated_timestamp = 0  # Horovod's; scripts reset it, nothing reads it here
 
     def register_reset_callbacks(self, callbacks):
         """Functions called with no argument after every reset (e.g. to scale the learning rate

@@ -141,7 +141,10 @@ def test_broadcast_global_variables_in_a_tf1_graph(which):
             hvdk.broadcast_global_variables(root)
             got = sess.run(w)
         else:
-            with tf.compat.v1.Session(graph=g) as sess, sess.as_default():
+            # ConfigProto(): the sessions' shared pool keeps the size the binding gave it
+            # (conftest's two inter-op threads would be inherited; test_tf1_graph.py needs more)
+            with tf.compat.v1.Session(graph=g, config=tf.compat.v1.ConfigProto()) as sess, \
+                    sess.as_default():
                 sess.run(tf.compat.v1.global_variables_initializer())
                 hvdk.broadcast_global_variables(root)
                 got = sess.run(w)
