@@ -114,6 +114,8 @@ def one_run(binary, env, cluster, rank, step, drop, timeout):
 
     if cluster:
         flags += cluster.flags() + ["--gloo-timeout-seconds", "3"]
+    else:  # one host: the failed worker's slot leaves, not the whole host (Horovod's default)
+        flags += ["--blacklist-scope", "slot"]
     try:
         code, out, err = launch(binary, env, flags, timeout, on_line)
     finally:

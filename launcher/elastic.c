@@ -26,11 +26,11 @@
 #define TICK_MS 250
 #define DRAIN_MS 2000
 
-/* A slot whose worker failed: not used again until its cool-down ends (never without
- * --blacklist-cooldown-range). */
+/* A host (Horovod's blacklist), or with --blacklist-scope slot a slot, whose worker failed: not
+ * used again until its cool-down ends (never without --blacklist-cooldown-range). */
 typedef struct {
   char host[HVDS_HOST_NAME_MAX];
-  int slot;
+  int slot; /* -1: the whole host */
   int failures;
   int64_t until_ms; /* -1: for the rest of the job; 0: its cool-down is over */
 } banned_t;
@@ -40,7 +40,7 @@ typedef struct {
   hvds_store_server_t* store;
   hvds_output_t* output;
   hvds_members_t ms;
-  banned_t* banned; /* slots whose worker failed */
+  banned_t* banned; /* hosts (or slots) whose worker failed */
   int nbanned;
   int min_np, max_np;
   double timeout_s;      /* --elastic-timeout */
@@ -76,12 +76,22 @@ static banned_t* find_banned(driver_t* d, const char* host, int slot) {
   return NULL;
 }
 
+/* "host" or "host:slot", as the ban names it. */
+static const char* banned_name(const banned_t* b, char* buf, size_t len) {
+  if (b->slot < 0)
+    snprintf(buf, len, "%s", b->host);
+  else
+    snprintf(buf, len, "%s:%d", b->host, b->slot);
+  return buf;
+}
+
 static int is_banned(driver_t* d, const char* host, int slot) {
-  banned_t* b = find_banned(d, host, slot);
+  banned_t* b = find_banned(d, host, d->job->args->blacklist_slots ? slot : -1);
   if (b == NULL || b->until_ms == 0) return 0;
   if (b->until_ms < 0 || hvds__now_ms() < b->until_ms) return 1;
-  fprintf(stderr, "hvdsparse: elastic: %s:%d's cool-down is over; it may be used again\n", host,
-          slot);
+  char name[HVDS_HOST_NAME_MAX + 16];
+  fprintf(stderr, "hvdsparse: elastic: %s's cool-down is over; it may be used again\n",
+          banned_name(b, name, sizeof name));
   b->until_ms = 0;  // its failures still count toward the next cool-down
   return 0;
 }
@@ -93,9 +103,12 @@ static double cooldown_s(const hvds_run_args_t* a, int failures) {
   return s < a->cooldown_min ? a->cooldown_min : s > a->cooldown_max ? a->cooldown_max : s;
 }
 
+/* Takes the failed worker's host (or slot) out of the job; with the host, its other workers
+ * leave at the next membership too, as Horovod's blacklist does. */
 static void ban(driver_t* d, const hvds_member_t* m) {
   const hvds_run_args_t* a = d->job->args;
-  banned_t* b = find_banned(d, m->host, m->slot);
+  int slot = a->blacklist_slots ? m->slot : -1;
+  banned_t* b = find_banned(d, m->host, slot);
   if (b == NULL) {
     banned_t* grown = realloc(d->banned, (size_t)(d->nbanned + 1) * sizeof(*grown));
     if (grown == NULL) return;
@@ -103,29 +116,44 @@ static void ban(driver_t* d, const hvds_member_t* m) {
     b = &d->banned[d->nbanned++];
     memset(b, 0, sizeof *b);
     snprintf(b->host, sizeof b->host, "%s", m->host);
-    b->slot = m->slot;
+    b->slot = slot;
   }
   b->failures++;
   b->until_ms = -1;
+  char name[HVDS_HOST_NAME_MAX + 16];
+  banned_name(b, name, sizeof name);
   if (a->cooldown_max > 0) {
     double s = cooldown_s(a, b->failures);
     b->until_ms = hvds__now_ms() + (int64_t)(s * 1000);
     fprintf(stderr,
-            "hvdsparse: elastic: %s:%d is not used for %.0f s (cool-down after %d "
+            "hvdsparse: elastic: %s is not used for %.0f s (cool-down after %d "
             "failure%s)\n",
-            m->host, m->slot, s, b->failures, b->failures == 1 ? "" : "s");
+            name, s, b->failures, b->failures == 1 ? "" : "s");
+  } else {
+    fprintf(stderr, "hvdsparse: elastic: %s is not used again in this job\n", name);
+  }
+  if (slot >= 0) return;
+  for (int i = 0; i < d->ms.n; i++) {
+    hvds_member_t* o = &d->ms.m[i];
+    if (o == m || o->w.exited || o->removed || strcmp(o->host, m->host) != 0) continue;
+    fprintf(stderr, "hvdsparse: elastic: %s failed a worker; rank %d (%s:%d) leaves the job\n",
+            m->host, o->rank, o->host, o->slot);
+    o->removed = 1;
   }
 }
 
-static hvds_result_t start_worker(driver_t* d, const char* host, int slot) {
+/* rank and size: what the worker will have in the next membership (ranked survivors first, then
+ * new workers in start order), given it in HOROVOD_RANK and HOROVOD_SIZE as Horovod gives a
+ * worker its assigned rank at start; the runtime takes the published membership's instead. */
+static hvds_result_t start_worker(driver_t* d, const char* host, int slot, int rank, int size) {
   hvds_member_t* m = hvds__members_add(&d->ms, host, slot);
   if (m == NULL) {
     fprintf(stderr, "hvdsparse: elastic: no room to start another worker on %s\n", host);
     return HVDS_SYSTEM_ERROR;
   }
   // The worker's spawn-time local rank is its slot: with its host name it names the worker in
-  // the store (runtime/elastic_join.c). Its rank there is a placeholder.
-  hvds_slot_t s = {m->host, 0, 1, slot, 1, 0, 1};
+  // the store (runtime/elastic_join.c).
+  hvds_slot_t s = {m->host, rank, size, slot, 1, 0, 1};
   hvds_job_t one = *d->job;
   one.slots = &s;
   one.np = 1;
@@ -140,15 +168,23 @@ static hvds_result_t start_worker(driver_t* d, const char* host, int slot) {
   return HVDS_SUCCESS;
 }
 
+static int free_slot(driver_t* d, const hvds_host_t* host, int s) {
+  return !hvds__members_live_on(&d->ms, host->name, s) && !is_banned(d, host->name, s);
+}
+
 /* Starts workers on free slots of hosts, up to --max-np; returns how many. */
 static int fill_slots(driver_t* d, const hvds_host_t* hosts, int nhosts) {
+  int live = hvds__members_live(&d->ms), planned = 0;
+  for (int h = 0; h < nhosts; h++)
+    for (int s = 0; s < hosts[h].slots; s++)
+      planned += free_slot(d, &hosts[h], s) && (d->max_np <= 0 || live + planned < d->max_np);
   int started = 0;
   for (int h = 0; h < nhosts; h++)
     for (int s = 0; s < hosts[h].slots; s++) {
-      if (d->max_np > 0 && hvds__members_live(&d->ms) >= d->max_np) return started;
-      if (hvds__members_live_on(&d->ms, hosts[h].name, s) || is_banned(d, hosts[h].name, s))
-        continue;
-      if (start_worker(d, hosts[h].name, s) == HVDS_SUCCESS) started++;
+      if (started == planned) return started;
+      if (free_slot(d, &hosts[h], s) &&
+          start_worker(d, hosts[h].name, s, live + started, live + planned) == HVDS_SUCCESS)
+        started++;
     }
   return started;
 }
@@ -276,6 +312,11 @@ static void reform(driver_t* d, int64_t* kill_at) {
     fprintf(stderr, "hvdsparse: elastic: %s, but the job already changed membership %d time%s "
             "(--reset-limit %d); ending the job\n", d->pending, d->resets,
             d->resets == 1 ? "" : "s", d->job->args->reset_limit);
+    if (d->job->args->horovod_alias)  // Horovod's words, for what scans the log for them
+      fprintf(stderr,
+              "Horovod was shutdown because number of resets during elastic job "
+              "exceeded limit: %d\n",
+              d->job->args->reset_limit);
     d->failed = 1;
     *kill_at = terminate_all(d, SIGTERM);
     return;
@@ -359,6 +400,8 @@ static int outcome(const driver_t* d) {
     if (d->ms.m[i].rank >= 0 && (w->signaled || w->status != 0)) {
       fprintf(stderr, "hvdsparse: elastic: rank %d of the last membership exited with %s %d\n",
               d->ms.m[i].rank, w->signaled ? "signal" : "status code", w->status);
+      hvds__report_first_failure(d->job->args, d->ms.m[i].rank,
+                                 w->signaled ? 128 + w->status : w->status);
       return 1;
     }
   }
@@ -387,7 +430,8 @@ int hvds__elastic_run(hvds_job_t* job, hvds_store_server_t* store) {
     goto done;
   hvds__output_set_timestamps(d.output, a->prefix_timestamp);
   for (int r = 0; r < job->np; r++)
-    if (start_worker(&d, job->slots[r].hostname, job->slots[r].local_rank) != HVDS_SUCCESS) {
+    if (start_worker(&d, job->slots[r].hostname, job->slots[r].local_rank, r, job->np) !=
+        HVDS_SUCCESS) {
       d.failed = 1;
       terminate_all(&d, SIGTERM);
       break;

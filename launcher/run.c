@@ -157,16 +157,16 @@ done:
   return code;
 }
 
-/* An elastic job starts with -np workers (at least --min-np), as many as the hosts have slots for,
- * never more than --max-np; its workers learn that they are elastic from HVDSPARSE_ELASTIC. */
+/* An elastic job starts, as Horovod's, with a worker on every slot the hosts have, never more
+ * than --max-np (-np and --min-np say how many it needs: --min-np defaults to -np); its workers
+ * learn that they are elastic from HVDSPARSE_ELASTIC. */
 static hvds_result_t prepare_elastic(hvds_run_args_t* a, const hvds_host_t* hosts, int nhosts,
                                      char* err, size_t errlen) {
   int slots = 0;
   for (int h = 0; h < nhosts; h++) slots += hosts[h].slots;
   if (a->np < a->min_np) a->np = a->min_np;
   if (a->min_np == 0) a->min_np = a->np;
-  if (a->max_np > 0 && a->np > a->max_np) a->np = a->max_np;
-  if (a->np > slots) a->np = slots;
+  a->np = a->max_np > 0 && a->max_np < slots ? a->max_np : slots;
   if (a->discovery_script == NULL && slots < a->min_np) {
     snprintf(err, errlen, "the hosts have %d slots, fewer than --min-np %d", slots, a->min_np);
     return HVDS_INVALID_ARGUMENT;

@@ -340,6 +340,16 @@ static hvds_result_t parse_elastic_flag(cursor_t* c, hvds_run_args_t* a) {
     }
     return HVDS_SUCCESS;
   }
+  if (flag_is(w, "--blacklist-scope", &c->inline_value)) {
+    const char* v = value_of(c);
+    if (v == NULL) return HVDS_INVALID_ARGUMENT;
+    if (strcmp(v, "host") != 0 && strcmp(v, "slot") != 0) {
+      snprintf(c->err, c->errlen, "invalid --blacklist-scope '%s': host or slot", v);
+      return HVDS_INVALID_ARGUMENT;
+    }
+    a->blacklist_slots = strcmp(v, "slot") == 0;
+    return HVDS_SUCCESS;
+  }
   if (flag_is(w, "--elastic-timeout", &c->inline_value)) {
     const char* v = value_of(c);
     if (v == NULL) return HVDS_INVALID_ARGUMENT;
@@ -453,10 +463,10 @@ hvds_result_t hvds__run_args_check_complete(const hvds_run_args_t* a, char* err,
   } else if (a->elastic && a->max_np > 0 && a->max_np < (a->min_np > 0 ? a->min_np : a->np)) {
     snprintf(err, errlen, "--max-np %d is below --min-np (or -np)", a->max_np);
   } else if (!a->elastic && (a->max_np || a->slots_per_host || a->reset_limit ||
-                             a->elastic_timeout >= 0 || a->cooldown_max)) {
+                             a->elastic_timeout >= 0 || a->cooldown_max || a->blacklist_slots)) {
     snprintf(err, errlen,
-             "--max-np, --slots-per-host, --elastic-timeout, --reset-limit and "
-             "--blacklist-cooldown-range need an elastic job (--min-np or "
+             "--max-np, --slots-per-host, --elastic-timeout, --reset-limit, "
+             "--blacklist-cooldown-range and --blacklist-scope need an elastic job (--min-np or "
              "--host-discovery-script)");
   } else {
     return HVDS_SUCCESS;
@@ -549,7 +559,9 @@ void hvds__run_args_usage(FILE* f) {
       "  --slots-per-host N              slots of a host the script names without a count\n"
       "  --elastic-timeout S             end the job when below --min-np this long (600)\n"
       "  --reset-limit N                 end the job rather than change membership N+1 times\n"
-      "  --blacklist-cooldown-range MIN MAX  a failed slot may be used again after a cool-down\n"
-      "                                  of MIN*2^failures s (+ up to MIN), at most MAX s\n",
+      "  --blacklist-cooldown-range MIN MAX  a failed host may be used again after a cool-down\n"
+      "                                  of MIN*2^failures s (+ up to MIN), at most MAX s\n"
+      "  --blacklist-scope host|slot     a worker's failure takes its whole host out of the\n"
+      "                                  job, as Horovod does (host, the default), or its slot\n",
       f);
 }

@@ -54,7 +54,9 @@ typedef struct {
   double elastic_timeout;         /* --elastic-timeout; < 0 when absent (600 s) */
   int reset_limit;                /* --reset-limit; 0 when absent (no limit) */
   int cooldown_min, cooldown_max; /* --blacklist-cooldown-range, seconds; 0 when absent (a failed
-                                     slot is never used again) */
+                                     host is never used again) */
+  int blacklist_slots;            /* --blacklist-scope slot: a failure bans its slot only, not
+                                     its whole host (Horovod's) */
   hvds_env_list_t knobs;          /* suffix -> value, exported as HVDSPARSE_<s> and HOROVOD_<s> */
   int cli_knobs;                  /* knobs[0, cli_knobs) came from the command line */
   hvds_env_list_t xvars;          /* -x NAME[=VALUE] */

@@ -81,6 +81,14 @@ static int live_count(const hvds_worker_t* workers, int n) {
   return live;
 }
 
+void hvds__report_first_failure(const hvds_run_args_t* args, int rank, int exit_code) {
+  fprintf(stderr,
+          "%s detected that one or more processes exited with non-zero status, thus causing the "
+          "job to be terminated. The first process to do so was:\nProcess name: %d\nExit code: "
+          "%d\n",
+          args != NULL && args->horovod_alias ? "Horovod" : "hvdsparse", rank, exit_code);
+}
+
 /* Exit code as a shell reports it: the status, or 128 + signal. */
 static int exit_code(const hvds_worker_t* w) { return w->signaled ? 128 + w->status : w->status; }
 
@@ -286,11 +294,7 @@ int hvds__supervise(hvds_supervisor_t* sv) {
   hvds__arrivals_free(&st.arrivals);
   if (st.first_failed >= 0) {
     const hvds_worker_t* w = &sv->workers[st.first_failed];
-    fprintf(stderr,
-            "hvdsparse detected that one or more processes exited with non-zero status, thus "
-            "causing the job to be terminated. The first process to do so was:\n"
-            "Process name: %d\nExit code: %d\n",
-            w->rank, exit_code(w));
+    hvds__report_first_failure(sv->job->args, w->rank, exit_code(w));
     // A rank that stopped first with a reason (an uncaught exception) said why through the
     // store: it is the cause, even when a peer exited before it.
     char key[160], why[700];

@@ -26,6 +26,12 @@ typedef struct {
   double start_timeout;       /* seconds every rank has to arrive once the first has */
 } hvds_supervisor_t;
 
+/* Names the first process that failed on stderr, in mpirun's and Horovod's words ("... detected
+ * that one or more processes exited with non-zero status ..."), with "Horovod" for the subject
+ * under its alias (horovodrun, --horovod-alias) so that what scans a job's log for Horovod's
+ * sentence finds it. */
+void hvds__report_first_failure(const hvds_run_args_t* args, int rank, int exit_code);
+
 /* Routes SIGCHLD, SIGINT, SIGTERM and SIGHUP to the supervisor and ignores SIGPIPE. Call once,
  * before the first worker is spawned, so that no exit goes unnoticed. */
 hvds_result_t hvds__supervise_install_signals(void);

@@ -64,7 +64,8 @@ _module("horovod.runner.launch", parse_args=parse_args, _run_elastic=_run_elasti
 _module("horovod.runner.common.util.config_parser", set_env_from_args=lambda env, args: None)
 _module("horovod.runner.elastic")
 _module("horovod.runner.elastic.constants",
-        RESET_LIMIT_EXCEEDED_MESSAGE="the job already changed membership {} time")
+        RESET_LIMIT_EXCEEDED_MESSAGE="Horovod was shutdown because number of resets during "
+                                     "elastic job exceeded limit: {}")
 _module("horovod.runner.elastic.driver", DISCOVER_HOSTS_FREQUENCY_SECS=1.0,
         ELASTIC_TIMEOUT_SECS=600)
 _module("horovod.runner.gloo_run", _get_min_start_hosts=lambda *args: 1)
@@ -130,7 +131,9 @@ def main():
         with open(os.path.join(folder, "hvdsparse_launcher_shim.py"), "w") as f:
             f.write(SHIM)
         env = dict(os.environ)
-        paths = [folder, os.path.join(root, "frameworks", "alias")] + [
+        # test/utils holds the `common` helpers (Horovod's CI puts it on the path too)
+        paths = [folder, os.path.join(scratch, "test", "utils"),
+                 os.path.join(root, "frameworks", "alias")] + [
             os.path.join(root, "frameworks", sub) for sub in ("common", "pytorch", "tensorflow")]
         env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env["PATH"] = os.path.dirname(launcher) + os.pathsep + env.get("PATH", "")

@@ -142,6 +142,26 @@ TEST(HorovodrunFlags, BlacklistCooldownRangeIsParsedAndChecked) {
   EXPECT_NE(std::string(fixed.err).find("need an elastic job"), std::string::npos) << fixed.err;
 }
 
+TEST(HorovodrunFlags, BlacklistScopeIsHostUnlessSlotIsAsked) {
+  hvds_run_args_t a;
+  Args host({"-np", "2", "--min-np", "1", "true"});
+  ASSERT_EQ(host.Parse(&a), HVDS_SUCCESS) << host.err;
+  EXPECT_EQ(a.blacklist_slots, 0);  // Horovod's: the failed worker's whole host
+  hvds__run_args_free(&a);
+  Args slot({"-np", "2", "--min-np", "1", "--blacklist-scope", "slot", "true"});
+  ASSERT_EQ(slot.Parse(&a), HVDS_SUCCESS) << slot.err;
+  EXPECT_EQ(a.blacklist_slots, 1);
+  hvds__run_args_free(&a);
+  Args bad({"-np", "2", "--min-np", "1", "--blacklist-scope", "rack", "true"});
+  EXPECT_EQ(bad.Parse(&a), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(bad.err).find("invalid --blacklist-scope 'rack': host or slot"),
+            std::string::npos)
+      << bad.err;
+  Args fixed({"-np", "2", "--blacklist-scope", "slot", "true"});
+  EXPECT_EQ(fixed.Parse(&a), HVDS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fixed.err).find("need an elastic job"), std::string::npos) << fixed.err;
+}
+
 TEST(HorovodrunFlags, NetworkInterfacesAccumulateWithoutRepeats) {
   Args w({"-np", "1", "--network-interface", "eth0", "--network-interface", "eth1",
           "--network-interfaces", "eth1,ib0", "--network-interface=eth0", "true"});

@@ -497,6 +497,21 @@ TEST(EndToEnd, FailureKillsSiblings) {
     if (!Gone(p)) kill(p, SIGKILL);
 }
 
+// Horovod's sentence under its alias (horovodrun, --horovod-alias), for what scans job logs for it.
+TEST(EndToEnd, FailureSentenceNamesHorovodUnderItsAlias) {
+  for (bool alias : {false, true}) {
+    std::vector<std::string> args = {"run", "-np", "2", "sh", "-c", "exit $HVDSPARSE_RANK"};
+    if (alias) args.insert(args.begin() + 1, "--horovod-alias");
+    Result r = RunLauncher(args);
+    EXPECT_EQ(r.status, 1);
+    std::string want = std::string(alias ? "Horovod" : "hvdsparse") +
+                       " detected that one or more processes exited with non-zero status, thus "
+                       "causing the job to be terminated. The first process to do so was:\n"
+                       "Process name: 1\nExit code: 1";
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  }
+}
+
 TEST(EndToEnd, SigtermLeavesNothingBehind) {
   std::string dir = TempDir();
   // Each worker starts a background grandchild and then sleeps itself; all record their pids.

@@ -1,29 +1,33 @@
 """Elastic jobs end to end: python3 elastic_test.py <hvdsparse binary> <scenario>. Given the
 horovodrun binary instead, kill runs a Horovod script (import horovod.torch) under it.
 
-  kill      np 3, --min-np 2: rank 2 SIGKILLs itself mid-training; the two others roll back to
-            the last commit, go on at size 2 and finish every step with equal parameters.
+  kill      np 3, --min-np 2, rank 2 alone on a second host name: it SIGKILLs itself
+            mid-training; the two others roll back to the last commit, go on at size 2 and
+            finish every step with equal parameters.
   kill_rank0  the same with rank 0, the one whose state sync() sends, killed: rank 1 becomes
             rank 0 and its last commit is the job's.
-  kill_in_recovery  np 4, --min-np 2: rank 3 dies, then rank 2 dies while the two others wait
-            for it in the new membership's rendezvous; they give that one up as soon as the
-            launcher publishes the next and finish at size 2.
+  host_ban  np 4, --min-np 2, two hosts of two slots: rank 3 dies, and as in Horovod its whole
+            host leaves the job (rank 2 ends with exit status 0); the two others finish at
+            size 2.
+  kill_in_recovery  np 4, --min-np 2, --blacklist-scope slot: rank 3 dies, then rank 2 dies
+            while the two others wait for it in the new membership's rendezvous; they give that
+            one up as soon as the launcher publishes the next and finish at size 2.
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
   shrink    np 3: the discovery script stops listing the third slot mid-run; its worker leaves
             at the next commit (exit status 0) and the job ends at size 2.
-  reset_limit np 3, --min-np 1, --reset-limit 1: a rank dies (one reset), then another; the
-            launcher ends the job rather than reset a second time.
+  reset_limit np 3, --min-np 1, --reset-limit 1, --blacklist-scope slot: a rank dies (one
+            reset), then another; the launcher ends the job rather than reset a second time.
   cut       on a 3-host namespace cluster (test/cluster/cluster.sh, root), np 3, --min-np 2:
             rank 2's host drops off the network mid-training; its peers time out on it
             (--gloo-timeout-seconds 3), the launcher ends the unresponsive worker and the two
             others go on at size 2 from their last commit.
-  cooldown  np 3, --min-np 2, a discovery script listing 3 slots, --blacklist-cooldown-range 1 2:
-            rank 2 dies; after its slot's cool-down the launcher starts a worker there again and
-            the job ends at size 3.
-  below_min np 3, --min-np 3: a rank dies; the launcher ends the job at --elastic-timeout with an
-            error that says why.
+  cooldown  np 3, --min-np 2, a discovery script listing 3 slots, --blacklist-cooldown-range 1 2,
+            --blacklist-scope slot: rank 2 dies; after its slot's cool-down the launcher starts a
+            worker there again and the job ends at size 3.
+  below_min np 3, --min-np 3, --blacklist-scope slot: a rank dies; the launcher ends the job
+            at --elastic-timeout with an error that says why.
   keras_kill  kill's job in Keras (train_elastic_keras.py): model.fit under hvd.elastic.run with
             KerasState and the elastic callbacks; the survivors finish every epoch at size 2
             with equal weights.
@@ -83,13 +87,16 @@ def first_step_at_size(out, size, after):
 
 def scenario_kill(binary, rank=2):
     horovod = "1" if os.path.basename(binary) == "horovodrun" else "0"
-    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
+    # The killed rank alone on its host: a failure takes its whole host out (Horovod's
+    # blacklist), here that one worker.
+    hosts = "127.0.0.1:1,localhost:2" if rank == 0 else "localhost:2,127.0.0.1:1"
+    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30", "-H", hosts],
                      {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_RANK": str(rank),
                       "ELASTIC_TEST_HOROVOD": horovod}, 120)
     check_done(p, 40, 2)
     killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
     if not killed or "re-forming the job without it" not in p.stderr or \
-            "membership 2, 2 workers (worker localhost:%d failed)" % rank not in p.stderr:
+            "membership 2, 2 workers (worker 127.0.0.1:0 failed)" not in p.stderr:
         fail(p, "the kill or the new membership was not reported")
     first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
     print("kill rank %d: job %.1f s; recovery (kill to first step at size 2) %.3f s" %
@@ -97,12 +104,13 @@ def scenario_kill(binary, rank=2):
 
 
 def scenario_keras_kill(binary):
-    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30"],
+    p, took = launch(binary, ["-np", "3", "--min-np", "2", "--elastic-timeout", "30",
+                              "-H", "localhost:2,127.0.0.1:1"],
                      {"ELASTIC_TEST_KILL_AT": "15"}, 120, worker=KERAS_WORKER)
     check_done(p, 4, 2)  # every epoch done
     killed = re.search(r"KILLED AT ([\d.]+)", p.stdout)
     # The last commit was the end of batch 5 (index 4) of epoch 1; the fit goes on from there.
-    if not killed or "membership 2, 2 workers (worker localhost:2 failed)" not in p.stderr or \
+    if not killed or "membership 2, 2 workers (worker 127.0.0.1:0 failed)" not in p.stderr or \
             p.stdout.count("SYNCED SIZE 2 EPOCH 1 BATCH 4") != 2:
         fail(p, "the kill, the new membership or the rollback to the last commit was not seen")
     first = first_step_at_size(p.stdout, 2, float(killed.group(1)))
@@ -111,7 +119,8 @@ def scenario_keras_kill(binary):
 
 
 def scenario_kill_in_recovery(binary):
-    p, took = launch(binary, ["-np", "4", "--min-np", "2", "--start-timeout", "60"],
+    p, took = launch(binary, ["-np", "4", "--min-np", "2", "--start-timeout", "60",
+                              "--blacklist-scope", "slot"],
                      {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_SIZE": "4",
                       "ELASTIC_TEST_KILL_RANK": "3", "ELASTIC_TEST_DIE_IN_RECOVERY": "1"}, 120)
     check_done(p, 40, 2)
@@ -124,6 +133,20 @@ def scenario_kill_in_recovery(binary):
         fail(p, "recovery from the second failure took %.1f s" % (first - float(killed.group(1))))
     print("kill_in_recovery: job %.1f s; second kill to first step at size 2 %.3f s" %
           (took, first - float(killed.group(1))))
+
+
+def scenario_host_ban(binary):
+    p, took = launch(binary, ["-np", "4", "--min-np", "2", "-H", "localhost:2,127.0.0.1:2"],
+                     {"ELASTIC_TEST_KILL_AT": "10", "ELASTIC_TEST_KILL_SIZE": "4",
+                      "ELASTIC_TEST_KILL_RANK": "3"}, 120)
+    check_done(p, 40, 2)
+    for line in ["127.0.0.1 is not used again in this job",
+                 "127.0.0.1 failed a worker; rank 2 (127.0.0.1:0) leaves the job",
+                 "membership 2, 2 workers (worker 127.0.0.1:1 failed)",
+                 "has been removed from elastic job; this worker ends"]:
+        if line not in p.stderr:
+            fail(p, "missing from the launcher's log: " + line)
+    print("host_ban: job %.1f s" % took)
 
 
 def discovery(tmp, first_line):
@@ -208,7 +231,8 @@ def scenario_cooldown(binary):
     with tempfile.TemporaryDirectory() as tmp:
         hosts, script = discovery(tmp, "localhost:3\n")
         p, took = launch(binary, ["-np", "3", "--min-np", "2", "--host-discovery-script", script,
-                                  "--blacklist-cooldown-range", "1", "2"],
+                                  "--blacklist-cooldown-range", "1", "2",
+                                  "--blacklist-scope", "slot"],
                          {"ELASTIC_TEST_KILL_AT": "5", "ELASTIC_TEST_STEPS": "150",
                           "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 150)
     check_done(p, 150, 3)
@@ -224,7 +248,8 @@ def scenario_cooldown(binary):
 
 
 def scenario_below_min(binary):
-    p, took = launch(binary, ["-np", "3", "--min-np", "3", "--elastic-timeout", "3"],
+    p, took = launch(binary, ["-np", "3", "--min-np", "3", "--elastic-timeout", "3",
+                              "--blacklist-scope", "slot"],
                      {"ELASTIC_TEST_KILL_AT": "5"}, 60)
     if p.returncode != 1:
         fail(p, "expected exit code 1, got %d" % p.returncode)
@@ -237,7 +262,8 @@ def scenario_below_min(binary):
 
 
 def scenario_reset_limit(binary):
-    p, took = launch(binary, ["-np", "3", "--min-np", "1", "--reset-limit", "1"],
+    p, took = launch(binary, ["-np", "3", "--min-np", "1", "--reset-limit", "1",
+                              "--blacklist-scope", "slot"],
                      {"ELASTIC_TEST_KILL_AT": "5", "ELASTIC_TEST_KILL_AGAIN_AT": "10"}, 60)
     if p.returncode != 1:
         fail(p, "expected exit code 1, got %d" % p.returncode)
@@ -251,4 +277,5 @@ if __name__ == "__main__":
     {"kill": scenario_kill, "kill_rank0": lambda b: scenario_kill(b, 0),
      "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
      "cut": scenario_cut, "cooldown": scenario_cooldown, "below_min": scenario_below_min,
-     "reset_limit": scenario_reset_limit, "keras_kill": scenario_keras_kill}[sys.argv[2]](sys.argv[1])
+     "reset_limit": scenario_reset_limit, "keras_kill": scenario_keras_kill,
+     "host_ban": scenario_host_ban}[sys.argv[2]](sys.argv[1])
