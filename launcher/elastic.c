@@ -284,6 +284,37 @@ static void end_silent(driver_t* d) {
   }
 }
 
+/* Whether m read the newest membership (runtime/elastic_join.c marks it in the store). */
+static int read_newest(driver_t* d, const hvds_member_t* m) {
+  char id[HVDS_HOST_NAME_MAX + 16], key[512], val[4];
+  snprintf(id, sizeof id, "%s:%d", m->host, m->slot);
+  snprintf(key, sizeof key, HVDS_KEY_ELASTIC_READ, d->job->job_id, (long long)d->ms.epoch, id);
+  return hvds__store_server_get(d->store, key, val, sizeof val) == 1;
+}
+
+/* The job finished while the newest membership was forming: a worker of it exited without ever
+ * reading it, so its rendezvous can never complete. Its workers still running wait for it; they
+ * are ended and left out of the outcome (Horovod's driver stops them too), instead of failing
+ * at their start timeout and turning a finished job into a failed one. */
+static void end_stranded(driver_t* d) {
+  int blocked = 0;
+  for (int i = 0; i < d->ms.n && !blocked; i++)
+    blocked = d->ms.m[i].rank >= 0 && d->ms.m[i].w.exited && !read_newest(d, &d->ms.m[i]);
+  if (!blocked) return;
+  for (int i = 0; i < d->ms.n; i++) {
+    hvds_member_t* m = &d->ms.m[i];
+    if (m->w.exited || m->removed) continue;
+    fprintf(stderr,
+            "hvdsparse: elastic: the job finished before membership %d formed; ending "
+            "worker %s:%d, which waited for it\n",
+            d->ms.epoch, m->host, m->slot);
+    m->removed = 1;
+    m->rank = -1;
+    kill_group(&m->w, SIGTERM);
+    kill_group(&m->w, SIGCONT);
+  }
+}
+
 /* Publishes the membership that is due, or ends the job when it cannot be. */
 static void reform(driver_t* d, int64_t* kill_at) {
   int live = hvds__members_live(&d->ms);
@@ -363,6 +394,7 @@ static void supervise(driver_t* d) {
     }
     observe_exits(d);
     if (!d->ended && !d->finishing) end_silent(d);
+    if (!d->ended && d->finishing) end_stranded(d);
     if (!d->ended && !d->finishing && d->job->args->discovery_script &&
         hvds__now_ms() >= d->next_discovery)
       discover(d);

@@ -4,7 +4,8 @@
  *   hvds/<job>/elastic/epoch            the newest membership's number, "N"
  *   hvds/<job>/elastic/e<N>/<host>:<id>  "rank,size,local_rank,local_size,cross_rank,cross_size"
  * <id> is the worker's HVDSPARSE_LOCAL_RANK at spawn, which never changes for that process.
- * A worker absent from the newest membership was removed from the job.
+ * A worker absent from the newest membership was removed from the job. A worker marks each
+ * membership it reads (HVDS_KEY_ELASTIC_READ), for the launcher.
  */
 #include "elastic_join.h"
 
@@ -17,6 +18,7 @@
 #include "log.h"
 #include "param.h"
 #include "store.h"
+#include "store_keys.h"
 
 #define POLL_MS 20
 /* How often a rendezvous wait looks for a newer membership. */
@@ -93,6 +95,10 @@ hvds_result_t hvds__elastic_join(hvds_runtime_t* rt, const char* addr, int port,
       if (got < 0 || rt->size < 1 || rt->rank < 0 || rt->rank >= rt->size)
         return hvds__set_error(HVDS_INTERNAL_ERROR, "%s: unreadable assignment in membership %lld",
                                id, (long long)epoch);
+      // For the launcher: a membership whose worker exits without reading it never forms.
+      char read_key[512];
+      snprintf(read_key, sizeof read_key, HVDS_KEY_ELASTIC_READ, job, (long long)epoch, id);
+      hvds__store_set(rt->store, read_key, "1", 1);
       rt->elastic_epoch = epoch;
       rt->generation = (int)epoch;
       snprintf(rt->job, sizeof rt->job, "%s.e%lld", job, (long long)epoch);

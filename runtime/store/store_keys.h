@@ -16,6 +16,8 @@
 #define HVDS_KEY_STOP_FIRST "hvds/%s/stop_first"   /* the first one's words */
 #define HVDS_KEY_SERVING "hvds/%s/serving"         /* the generation rank 0's own store serves */
 #define HVDS_KEY_SERVED "hvds/%s/g%d/%s"           /* job, gen, what: rank 0's store's keys */
+/* job, membership, worker id (host:slot): that worker read that elastic membership */
+#define HVDS_KEY_ELASTIC_READ "hvds/%s/elastic/e%lld/read/%s"
 
 /* Generation keys (job id, generation). */
 #define HVDS_KEY_GEN "%s/g%d"                          /* the prefix of one init's keys */

@@ -15,6 +15,9 @@ horovodrun binary instead, kill runs a Horovod script (import horovod.torch) und
   grow      np 2, --max-np 3: the discovery script lists a third slot mid-run; the workers are
             interrupted at their next commit, the new one receives the state by sync() and the
             job ends at size 3.
+  finish_while_growing  np 2, --max-np 3: the discovery script lists a third slot while the two
+            workers never commit again; they finish, the new worker waits for a membership that
+            can no longer form, and the launcher ends it: the job exits 0.
   shrink    np 3: the discovery script stops listing the third slot mid-run; its worker leaves
             at the next commit (exit status 0) and the job ends at size 2.
   reset_limit np 3, --min-np 1, --reset-limit 1, --blacklist-scope slot: a rank dies (one
@@ -177,6 +180,24 @@ def scenario_grow(binary):
           (took, first - float(grown.group(1))))
 
 
+def scenario_finish_while_growing(binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts, script = discovery(tmp, "localhost:2\n")
+        p, took = launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
+                                  "--host-discovery-script", script],
+                         {"ELASTIC_TEST_GROW_AT": "2", "ELASTIC_TEST_HOSTS_FILE": hosts,
+                          "ELASTIC_TEST_STEPS": "30", "ELASTIC_TEST_STEP_SLEEP": "0.1",
+                          "ELASTIC_TEST_COMMIT_EVERY": "1000"}, 120)
+    check_done(p, 30, 2)
+    if "membership 2, 3 workers" not in p.stderr or \
+            "the job finished before membership 2 formed; ending worker 127.0.0.1:0" \
+            not in p.stderr:
+        fail(p, "the stranded worker was not ended")
+    if took > 20:
+        fail(p, "the job took %.1f s: the stranded worker was left to its start timeout" % took)
+    print("finish_while_growing: job %.1f s" % took)
+
+
 def scenario_shrink(binary):
     with tempfile.TemporaryDirectory() as tmp:
         hosts, script = discovery(tmp, "localhost:3\n")
@@ -278,4 +299,4 @@ if __name__ == "__main__":
      "kill_in_recovery": scenario_kill_in_recovery, "grow": scenario_grow, "shrink": scenario_shrink,
      "cut": scenario_cut, "cooldown": scenario_cooldown, "below_min": scenario_below_min,
      "reset_limit": scenario_reset_limit, "keras_kill": scenario_keras_kill,
-     "host_ban": scenario_host_ban}[sys.argv[2]](sys.argv[1])
+     "host_ban": scenario_host_ban, "finish_while_growing": scenario_finish_while_growing}[sys.argv[2]](sys.argv[1])
