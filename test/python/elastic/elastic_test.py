@@ -164,13 +164,18 @@ def discovery(tmp, first_line):
     return hosts, script
 
 
-def scenario_grow(binary):
+def growing_job(binary, env_extra):
+    """-np 2 --max-np 3 on localhost:2; the worker adds 127.0.0.1:1 to the script's list."""
     with tempfile.TemporaryDirectory() as tmp:
         hosts, script = discovery(tmp, "localhost:2\n")
-        p, took = launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
-                                  "--host-discovery-script", script],
-                         {"ELASTIC_TEST_GROW_AT": "5", "ELASTIC_TEST_HOSTS_FILE": hosts,
-                          "ELASTIC_TEST_STEPS": "120", "ELASTIC_TEST_STEP_SLEEP": "0.05"}, 120)
+        return launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
+                               "--host-discovery-script", script],
+                      dict(env_extra, ELASTIC_TEST_HOSTS_FILE=hosts), 120)
+
+
+def scenario_grow(binary):
+    p, took = growing_job(binary, {"ELASTIC_TEST_GROW_AT": "5", "ELASTIC_TEST_STEPS": "120",
+                                   "ELASTIC_TEST_STEP_SLEEP": "0.05"})
     check_done(p, 120, 3)
     if "membership 2, 3 workers (the discovery script listed 1 new slot and dropped 0)" not in p.stderr:
         fail(p, "the new membership was not reported")
@@ -181,13 +186,9 @@ def scenario_grow(binary):
 
 
 def scenario_finish_while_growing(binary):
-    with tempfile.TemporaryDirectory() as tmp:
-        hosts, script = discovery(tmp, "localhost:2\n")
-        p, took = launch(binary, ["-np", "2", "--min-np", "2", "--max-np", "3",
-                                  "--host-discovery-script", script],
-                         {"ELASTIC_TEST_GROW_AT": "2", "ELASTIC_TEST_HOSTS_FILE": hosts,
-                          "ELASTIC_TEST_STEPS": "30", "ELASTIC_TEST_STEP_SLEEP": "0.1",
-                          "ELASTIC_TEST_COMMIT_EVERY": "1000"}, 120)
+    p, took = growing_job(binary, {"ELASTIC_TEST_GROW_AT": "2", "ELASTIC_TEST_STEPS": "30",
+                                   "ELASTIC_TEST_STEP_SLEEP": "0.1",
+                                   "ELASTIC_TEST_COMMIT_EVERY": "1000"})
     check_done(p, 30, 2)
     if "membership 2, 3 workers" not in p.stderr or \
             "the job finished before membership 2 formed; ending worker 127.0.0.1:0" \
