@@ -43,7 +43,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 600
+	cd $(BUILD) && ctest -j 2 --output-on-failure --timeout 600
 
 demo: build
 	$(BUILD)/bin/hvdsparse run -np 2 $(PY) frameworks/pytorch/examples/train_synthetic.py
