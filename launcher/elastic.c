@@ -284,12 +284,22 @@ static void end_silent(driver_t* d) {
   }
 }
 
-/* Whether m read the newest membership (runtime/elastic_join.c marks it in the store). */
-static int read_newest(driver_t* d, const hvds_member_t* m) {
+/* Whether m read membership `epoch` (runtime/elastic_join.c marks it in the store). */
+static int read_membership(driver_t* d, const hvds_member_t* m, int epoch) {
   char id[HVDS_HOST_NAME_MAX + 16], key[512], val[4];
   snprintf(id, sizeof id, "%s:%d", m->host, m->slot);
-  snprintf(key, sizeof key, HVDS_KEY_ELASTIC_READ, d->job->job_id, (long long)d->ms.epoch, id);
+  snprintf(key, sizeof key, HVDS_KEY_ELASTIC_READ, d->job->job_id, (long long)epoch, id);
   return hvds__store_server_get(d->store, key, val, sizeof val) == 1;
+}
+
+/* Whether m, which exited, left the newest membership unformed: it joined an earlier one and
+ * never read the newest. A worker that never joined any (a command that does not use hvdsparse,
+ * as `python -V`) says nothing about the others, which run to their own end. */
+static int left_newest_unformed(driver_t* d, const hvds_member_t* m) {
+  if (m->rank < 0 || !m->w.exited || read_membership(d, m, d->ms.epoch)) return 0;
+  for (int e = d->ms.epoch - 1; e >= 1; e--)
+    if (read_membership(d, m, e)) return 1;
+  return 0;
 }
 
 /* The job finished while the newest membership was forming: a worker of it exited without ever
@@ -298,8 +308,7 @@ static int read_newest(driver_t* d, const hvds_member_t* m) {
  * at their start timeout and turning a finished job into a failed one. */
 static void end_stranded(driver_t* d) {
   int blocked = 0;
-  for (int i = 0; i < d->ms.n && !blocked; i++)
-    blocked = d->ms.m[i].rank >= 0 && d->ms.m[i].w.exited && !read_newest(d, &d->ms.m[i]);
+  for (int i = 0; i < d->ms.n && !blocked; i++) blocked = left_newest_unformed(d, &d->ms.m[i]);
   if (!blocked) return;
   for (int i = 0; i < d->ms.n; i++) {
     hvds_member_t* m = &d->ms.m[i];

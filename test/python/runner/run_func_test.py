@@ -1,8 +1,11 @@
 """hvdsparse.run() and horovod.run(): a function runs on every rank and its return values come
 back in rank order; a rank that raises is named with its traceback while its peers, blocked in
 an allreduce, are ended; an unpicklable result is named too; an elastic job that loses a rank
-returns its survivors' values; Horovod's argument checks; the channel refuses a wrong secret both
-ways; under the alias the workers import horovod.torch too.
+returns its survivors' values, and one whose hosts come from a discovery script returns every
+rank's; Horovod's argument checks; the channel refuses a wrong secret both ways; under the alias
+the workers import horovod.torch too, and Horovod's programmatic launch (`_HorovodArgs`,
+`launch._run`) runs a function, a command, a failing one, and an elastic command that never
+initialises hvdsparse on every slot.
 
     python3 run_func_test.py LAUNCHER ALIAS_DIR
 A watchdog interrupts a run() that hangs, which then ends its launcher by pid."""
@@ -10,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -122,6 +126,18 @@ def test_elastic():
           "final ranks: %r" % (results,))
 
 
+def test_discovery_script():
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "discover.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho localhost:2\n")
+        os.chmod(script, 0o755)
+        results = hvdsparse.run(train, args=(3,), num_proc=2, min_num_proc=2,
+                                host_discovery_script=script, network_interfaces=["lo"])
+    check(results == [(r, 2, 3, 1.0) for r in range(2)],
+          "run(host_discovery_script=..., network_interfaces=['lo']): %r" % (results,))
+
+
 def test_argument_checks():
     for kwargs, text in (({"hosts": "localhost:2", "hostfile": "/nonexistent"}, "hostfile"),
                          ({"use_gloo": True, "use_mpi": True}, "use_mpi")):
@@ -189,6 +205,58 @@ def test_horovod_alias(alias_dir):
               for w in caught), "np= warns that it is deprecated, as in Horovod")
 
 
+def test_horovod_launch(alias_dir):
+    """horovod.runner._HorovodArgs and horovod.runner.launch._run, as Horovod's run() and its
+    integration tests drive them."""
+    sys.path.insert(0, alias_dir)
+    import horovod.runner
+    from horovod.runner.launch import _run
+    from hvdsparse.runner.horovod_args import launch_flags
+    args = horovod.runner._HorovodArgs()
+    check(args.num_proc == 1 and args.hosts is None and args.run_func is None,
+          "_HorovodArgs starts with Horovod's defaults")
+    args.num_proc, args.hierarchical_allreduce, args.log_with_timestamp = 2, False, False
+    args.nics, args.cooldown_range, args.command = {"lo"}, (1, 3), ["true"]
+    args.cycle_time_ms = (None,)  # as Horovod's own _HorovodArgs leaves it
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        flags = launch_flags(args)
+    check(flags == ["-np", "2", "--no-hierarchical-allreduce", "--log-without-timestamp",
+                    "--network-interfaces", "lo"] and
+          any("cooldown_range: no effect" in str(w.message) for w in caught),
+          "_HorovodArgs' settings become horovodrun's flags, a static job's elastic ones left "
+          "out with a warning: %s" % flags)
+    args.min_num_proc = 2
+    flags = launch_flags(args)
+    check(flags[:4] == ["-np", "2", "--min-np", "2"] and
+          flags[-5:] == ["--blacklist-cooldown-range", "1", "3", "--network-interfaces", "lo"],
+          "an elastic job's settings become horovodrun's flags: %s" % flags)
+    args.min_num_proc = None
+    check(_run(args) is None, "_run(args) with a command that succeeds returns None")
+    args = horovod.runner._HorovodArgs()
+    args.num_proc, args.run_func = 2, alias_worker
+    results = _run(args)
+    check(results == [(r, "hvdsparse.torch", (r, 2)) for r in range(2)],
+          "_run(args) with run_func returns each rank's value: %r" % (results,))
+    args.run_func, args.command = None, ["false"]
+    ok, why = expect_runtime_error(lambda: _run(args), "Horovod detected that one or more "
+                                   "processes exited with non-zero status")
+    check(ok, "_run(args) with a failing command raises Horovod's RuntimeError " + why)
+    ok, why = expect_runtime_error(lambda: horovod.run(rank1_raises, num_proc=2),
+                                   "Horovod detected that one or more processes exited",
+                                   "raised on rank 1")
+    check(ok, "under the alias run()'s error opens with Horovod's sentence " + why)
+    with tempfile.TemporaryDirectory() as tmp:
+        # elastic, two host names, four slots: each worker writes a file a second after start
+        args = horovod.runner._HorovodArgs()
+        args.num_proc, args.min_num_proc, args.hosts = 2, 2, "localhost:2,127.0.0.1:2"
+        args.command = [sys.executable, "-c", "import os, time; time.sleep(1); open(os.path."
+                        "join(%r, os.environ['HOROVOD_RANK']), 'w').close()" % tmp]
+        check(_run(args) is None and sorted(os.listdir(tmp)) == ["0", "1", "2", "3"],
+              "an elastic command that never initialises runs to its end on all 4 slots: %s"
+              % sorted(os.listdir(tmp)))
+
+
 def on_watchdog(signum, frame):
     raise TimeoutError("run() did not return within the watchdog's limit")
 
@@ -200,7 +268,8 @@ def main():
     signal.signal(signal.SIGALRM, on_watchdog)
     for test in (test_channel_secrets, test_argument_checks, test_results_in_rank_order,
                  test_a_rank_that_raises, test_unpicklable_result, test_elastic,
-                 lambda: test_horovod_alias(alias_dir)):
+                 test_discovery_script, lambda: test_horovod_alias(alias_dir),
+                 lambda: test_horovod_launch(alias_dir)):
         signal.alarm(120)
         try:
             test()

@@ -14,16 +14,18 @@ import warnings
 _LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
-def _launcher():
+def launcher_path(name="hvdsparse"):
+    """The native launcher `name` (hvdsparse or horovodrun) of the installed package, else the
+    one on PATH (a build's bin/ folder)."""
     from hvdsparse._launcher import native_launcher
-    native = native_launcher("hvdsparse")
+    native = native_launcher(name)
     if os.access(native, os.X_OK):
         return native
-    found = shutil.which("hvdsparse")
+    found = shutil.which(name)
     if found is None:
-        raise RuntimeError("hvdsparse.run(): the `hvdsparse` launcher is neither in the installed "
+        raise RuntimeError("hvdsparse.run(): the `%s` launcher is neither in the installed "
                            "package nor on PATH; pip install hvdsparse, or put a build's bin/ "
-                           "folder on PATH")
+                           "folder on PATH" % name)
     return found
 
 
@@ -42,15 +44,17 @@ def _all_local(names):
     return all(name in _LOCAL_NAMES or name in own for name in names)
 
 
-def _launch_flags(num_proc, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
-                  disable_cache, output_filename, verbose, use_mpi, mpi_args, network_interface,
-                  elastic):
+def _launch_flags(num_proc, hosts, hostfile, host_discovery_script, start_timeout, ssh_port,
+                  ssh_identity_file, disable_cache, output_filename, verbose, use_mpi, mpi_args,
+                  network_interfaces, elastic):
     """horovodrun's flags for run()'s arguments; the launcher warns about those with no effect
     here (the MPI controller, the check cache)."""
     flags = ["-np", str(num_proc)]
-    named = (("-H", hosts), ("--hostfile", hostfile), ("--start-timeout", start_timeout),
+    named = (("-H", hosts), ("--hostfile", hostfile),
+             ("--host-discovery-script", host_discovery_script), ("--start-timeout", start_timeout),
              ("-p", ssh_port), ("-i", ssh_identity_file), ("--output-filename", output_filename),
-             ("--network-interfaces", network_interface), ("--mpi-args", mpi_args))
+             ("--network-interfaces", ",".join(network_interfaces) if network_interfaces else None),
+             ("--mpi-args", mpi_args))
     named += tuple(elastic.items())
     for flag, value in named:
         if value is None:
@@ -75,10 +79,13 @@ def _results(reports, returncode):
     An elastic job's ranks report the size they ended with; the latest report's size wins."""
     errors = [(rank, payload.decode(errors="replace")) for kind, rank, _, payload in reports
               if kind == b"E"]
+    # Under the alias the message opens with Horovod's sentence, which its users match.
+    horovod = ("Horovod detected that one or more processes exited with non-zero status, thus "
+               "causing the job to be terminated. " if alias_loaded() else "")
     if errors:  # in order of arrival: the first is the cause, the others mostly its echo
         first, text = errors[0]
         later = sorted({rank for rank, _ in errors[1:]} - {first})
-        raise RuntimeError("hvdsparse.run(): the function raised on rank %d%s (launcher exit "
+        raise RuntimeError(horovod + "hvdsparse.run(): the function raised on rank %d%s (launcher exit "
                            "status %d); rank %d's traceback:\n%s"
                            % (first, " first, then on rank(s) %s" % later if later else "",
                               returncode, first, text))
@@ -87,7 +94,7 @@ def _results(reports, returncode):
     by_rank = {rank: payload for _, rank, s, payload in values if s == size}
     missing = [r for r in range(size) if r not in by_rank]
     if returncode != 0 or not values or missing:
-        raise RuntimeError("hvdsparse.run(): the job ended with launcher exit status %d and %s"
+        raise RuntimeError((horovod if returncode != 0 else "") + "hvdsparse.run(): the job ended with launcher exit status %d and %s"
                            % (returncode, "no rank sent a result" if not values else
                               "no result from rank(s) %s of %d" % (missing, size)
                               if missing else "every rank's result"))
@@ -97,14 +104,19 @@ def _results(reports, returncode):
 
 def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=None,
         slots=None, reset_limit=None, cooldown_range=None, hosts=None, hostfile=None,
-        start_timeout=None, ssh_port=None, ssh_identity_file=None, disable_cache=None,
-        output_filename=None, verbose=None, use_gloo=None, use_mpi=None, mpi_args=None,
-        network_interface=None, executable=None, np=None, min_np=None, max_np=None):
+        host_discovery_script=None, start_timeout=None, ssh_port=None, ssh_identity_file=None,
+        disable_cache=None, output_filename=None, verbose=None, use_gloo=None, use_mpi=None,
+        mpi_args=None, network_interface=None, network_interfaces=None, executable=None,
+        np=None, min_np=None, max_np=None):
     """Runs func(*args, **kwargs) on num_proc workers and returns their return values, index i
     holding rank i's, as horovod.run() does. The arguments are horovodrun's flags (`hvdsparse run
     --help`). A rank that raises makes this raise RuntimeError with that rank's traceback; the
     launcher then ends the other ranks. When this process loaded the Horovod alias (`import
     horovod`), the workers get it too."""
+    if network_interface:
+        warnings.warn("network_interface is deprecated, use network_interfaces instead",
+                      DeprecationWarning)
+        network_interfaces = network_interface.split(",")
     num_proc = _deprecated(num_proc, 1, np, "np", "num_proc")
     min_num_proc = _deprecated(min_num_proc, None, min_np, "min_np", "min_num_proc")
     max_num_proc = _deprecated(max_num_proc, None, max_np, "max_np", "max_num_proc")
@@ -116,40 +128,70 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     elastic = {"--min-np": min_num_proc, "--max-np": max_num_proc, "--slots-per-host": slots,
                "--reset-limit": reset_limit,
                "--blacklist-cooldown-range": tuple(cooldown_range) if cooldown_range else None}
-    flags = _launch_flags(num_proc, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
-                          disable_cache, output_filename, verbose, use_mpi, mpi_args,
-                          network_interface, elastic)
-    if getattr(sys.modules.get("horovod"), "HVDSPARSE_ALIAS", False):
-        flags.append("--horovod-alias")
-
-    import cloudpickle
-    from hvdsparse._launcher import launcher_env
-    from hvdsparse.runner.channel import DriverServer
+    flags = _launch_flags(num_proc, hosts, hostfile, host_discovery_script, start_timeout,
+                          ssh_port, ssh_identity_file, disable_cache, output_filename, verbose,
+                          use_mpi, mpi_args, network_interfaces, elastic)
 
     def call():
         return func(*args, **kwargs)
 
+    local = host_discovery_script is None and _all_local(_host_names(hosts, hostfile))
+    return run_func_with_flags(call, flags, local, executable)
+
+
+def alias_loaded():
+    """Whether this process imported the Horovod alias (`import horovod` loading hvdsparse)."""
+    return getattr(sys.modules.get("horovod"), "HVDSPARSE_ALIAS", False)
+
+
+def _wait(launcher):
+    """The launcher's exit status; interrupted, it ends the launcher (which ends its workers on
+    SIGTERM) before it raises."""
+    try:
+        return launcher.wait()
+    except BaseException:
+        launcher.terminate()
+        try:
+            launcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait()
+        raise
+
+
+def run_command_with_flags(command, flags):
+    """Runs `hvdsparse run FLAGS COMMAND` and returns None, or raises RuntimeError when the job
+    failed (the launcher's output has already named the first worker that failed)."""
+    from hvdsparse._launcher import launcher_env
+    flags = flags + (["--horovod-alias"] if alias_loaded() else [])
+    returncode = _wait(subprocess.Popen([launcher_path(), "run"] + flags + list(command),
+                                        env=launcher_env()))
+    if returncode != 0:
+        raise RuntimeError("%s detected that one or more processes exited with non-zero status, "
+                           "thus causing the job to be terminated (launcher exit status %d; its "
+                           "output above names the first process to do so)"
+                           % ("Horovod" if alias_loaded() else "hvdsparse", returncode))
+    return None
+
+
+def run_func_with_flags(call, flags, local, executable=None):
+    """Runs call() on every worker of `hvdsparse run FLAGS` and returns the values in rank order
+    (run()'s machinery; `local`: every host is this one, so the driver listens on loopback)."""
+    import cloudpickle
+    from hvdsparse._launcher import launcher_env
+    from hvdsparse.runner.channel import DriverServer
+
+    flags = flags + (["--horovod-alias"] if alias_loaded() else [])
     secret = secrets.token_bytes(32)
-    local = _all_local(_host_names(hosts, hostfile))
     server = DriverServer(cloudpickle.dumps(call), secret, "127.0.0.1" if local else "")
     env = launcher_env()
     env.update(HVDSPARSE_RUN_FUNC_PORT=str(server.port), HVDSPARSE_RUN_FUNC_SECRET=secret.hex())
     if local:  # else the workers reach this host where they reach the launcher's store
         env["HVDSPARSE_RUN_FUNC_ADDR"] = "127.0.0.1"
-    command = [_launcher(), "run"] + flags + [executable or sys.executable, "-m",
+    command = [launcher_path(), "run"] + flags + [executable or sys.executable, "-m",
                                               "hvdsparse.runner.task"]
     try:
-        launcher = subprocess.Popen(command, env=env)
-        try:
-            returncode = launcher.wait()
-        except BaseException:  # interrupted: the launcher ends its workers on SIGTERM
-            launcher.terminate()
-            try:
-                launcher.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                launcher.kill()
-                launcher.wait()
-            raise
+        returncode = _wait(subprocess.Popen(command, env=env))
     finally:
         server.close()
     return _results(server.reports, returncode)
