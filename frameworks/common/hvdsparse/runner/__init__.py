@@ -85,8 +85,8 @@ def _results(reports, returncode):
     if errors:  # in order of arrival: the first is the cause, the others mostly its echo
         first, text = errors[0]
         later = sorted({rank for rank, _ in errors[1:]} - {first})
-        raise RuntimeError(horovod + "hvdsparse.run(): the function raised on rank %d%s (launcher exit "
-                           "status %d); rank %d's traceback:\n%s"
+        raise RuntimeError(horovod + "hvdsparse.run(): the function raised on rank %d%s (launcher "
+                           "exit status %d); rank %d's traceback:\n%s"
                            % (first, " first, then on rank(s) %s" % later if later else "",
                               returncode, first, text))
     values = [r for r in reports if r[0] == b"R"]
@@ -94,7 +94,8 @@ def _results(reports, returncode):
     by_rank = {rank: payload for _, rank, s, payload in values if s == size}
     missing = [r for r in range(size) if r not in by_rank]
     if returncode != 0 or not values or missing:
-        raise RuntimeError((horovod if returncode != 0 else "") + "hvdsparse.run(): the job ended with launcher exit status %d and %s"
+        raise RuntimeError((horovod if returncode != 0 else "") +
+                           "hvdsparse.run(): the job ended with launcher exit status %d and %s"
                            % (returncode, "no rank sent a result" if not values else
                               "no result from rank(s) %s of %d" % (missing, size)
                               if missing else "every rank's result"))
