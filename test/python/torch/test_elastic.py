@@ -97,6 +97,7 @@ def test_sampler_records_restores_and_repartitions():
         assert sampler.get_indices(i, bs) == batch.tolist()
         sampler.record_batch(i, bs)
         assert len(sampler.processed_indices) == bs * (i + 1)
+        assert sampler.processed_num == bs * (i + 1) * hvd.size()  # Horovod 0.28's job count
     assert len(sampler) == per_rank
     # Every rank saw its own part: together, the whole dataset once.
     mine = hvd.allgather_object(sorted(sampler.processed_indices))
@@ -108,19 +109,21 @@ def test_sampler_records_restores_and_repartitions():
     state.commit()
     committed = set(sampler.processed_indices)
     sampler.record_batch(1, bs)
+    assert sampler.processed_num == 2 * bs * hvd.size()
     state.restore()
     assert sampler.processed_indices == committed
+    assert sampler.processed_num == bs * hvd.size()
     sampler.record_batch(1, bs)
     state.commit()
     state.sync()  # unites what every rank processed
-    assert len(sampler.processed_indices) == 2 * bs * hvd.size()
+    assert len(sampler.processed_indices) == sampler.processed_num == 2 * bs * hvd.size()
     assert len(sampler) == per_rank - 2 * bs
     left = [i for b in loader for i in b.tolist()]
     assert not set(left) & sampler.processed_indices
     every = hvd.allgather_object(left)
     assert len({i for part in every for i in part}) == len(dataset) - 2 * bs * hvd.size()
     sampler.set_epoch(3)
-    assert len(sampler) == per_rank
+    assert len(sampler) == per_rank and sampler.processed_num == 0
 
 
 def test_commit_outside_an_elastic_job_never_interrupts():

@@ -11,7 +11,9 @@ class ElasticSampler(torch.utils.data.Sampler):
     """Horovod's hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=0). Record each batch
     with record_batch(); after a reset the samples not yet processed this epoch (on any rank)
     are divided anew among the ranks. Give it to TorchState as a keyword so that commits save
-    it."""
+    it. processed_num is Horovod 0.28's count of the job's samples processed this epoch: each
+    record_batch adds batch_size times the ranks, and a sync sets it to the samples every rank
+    recorded together."""
 
     def __init__(self, dataset, shuffle=True, seed=0):
         self.dataset = dataset
@@ -19,6 +21,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.seed = seed
         self.epoch = 0
         self.processed_indices = set()
+        self.processed_num = 0
         self.indices = []
         self.reset()
 
@@ -26,25 +29,32 @@ class ElasticSampler(torch.utils.data.Sampler):
         """Starts epoch: nothing of it is processed yet."""
         self.epoch = epoch
         self.processed_indices = set()
+        self.processed_num = 0
         self.reset()
 
     def record_batch(self, batch_idx, batch_size):
         """Marks this rank's batch batch_idx (of batch_size samples) as processed."""
-        self.record_indices(self.get_indices(batch_idx, batch_size))
+        self.processed_indices.update(self.get_indices(batch_idx, batch_size))
+        self.processed_num += batch_size * self.num_replicas
 
     def record_indices(self, indices):
+        """Marks these dataset indices, processed by this rank, as processed."""
+        indices = list(indices)
         self.processed_indices.update(indices)
+        self.processed_num += len(indices) * self.num_replicas
 
     def get_indices(self, batch_idx, batch_size):
         start = batch_idx * batch_size
         return self.indices[start:min(start + batch_size, len(self.indices))]
 
     def state_dict(self):
-        return {"epoch": self.epoch, "processed_indices": set(self.processed_indices)}
+        return {"epoch": self.epoch, "processed_indices": set(self.processed_indices),
+                "processed_num": self.processed_num}
 
     def load_state_dict(self, state_dict):
         self.epoch = state_dict["epoch"]
         self.processed_indices = set(state_dict["processed_indices"])
+        self.processed_num = state_dict.get("processed_num", len(self.processed_indices))
         self.reset()
 
     def reset(self):

@@ -55,6 +55,7 @@ class _SamplerHandler(_StateDictHandler):
             done.update(indices)
         state = self.value.state_dict()
         state["processed_indices"] = done
+        state["processed_num"] = len(done)
         self.value.load_state_dict(broadcast_object(state, root_rank=0))
         self.save()
 
