@@ -9,9 +9,9 @@ set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-20000}
 CYCLES=${3:-200}
-TEST=$BUILD/test/reliability/reliability_test
-[[ -x "$TEST" ]] || TEST=$BUILD/bin/reliability_test
-[[ -x "$TEST" ]] || { echo "soak.sh: no reliability_test in $BUILD; build first" >&2; exit 1; }
+TEST=$BUILD/test/reliability/soak_test
+[[ -x "$TEST" ]] || TEST=$BUILD/bin/soak_test
+[[ -x "$TEST" ]] || { echo "soak.sh: no soak_test in $BUILD; build first" >&2; exit 1; }
 REPORT=$BUILD/soak-report.md
 : >"$REPORT"
 HVDS_SOAK_STEPS=$STEPS HVDS_SOAK_CYCLES=$CYCLES HVDS_SOAK_REPORT=$(realpath "$REPORT") \
