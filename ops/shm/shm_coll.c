@@ -27,6 +27,10 @@
  *    2   | Σ  s0 s0            | s1 Σ  s1            | s2 s2 Σ
  *    3   | every rank copies part q from rank q's slot, q its own excepted
  *
+ * Slot writes (steps 1 and 2) go through the caches or stream to memory, per allreduce size as
+ * measured (shm_store_kind.h); streamed, step 2 reduces each block in a buffer of its own and
+ * streams it to the slot, and a fence precedes each publication.
+ *
  * Small rounds (up to 128 KiB; 4 KiB with more ranks than cores) skip step 2's publication:
  * every rank waits for every arrival and reduces the whole round itself, in rank order, from the
  * slots: one synchronisation instead of two, for P reads of a small buffer.
@@ -45,9 +49,6 @@
 #include "reduce.h"
 #include "shm_internal.h"
 
-/* Bytes of its own part a rank reduces from every slot before it moves on (one_round's step 2):
- * small enough to stay in the first-level cache from its copy-in to its copy-out. */
-#define REDUCE_BLOCK_BYTES ((size_t)8 << 10)
 /* Rounds up to this many bytes skip the reduced stage (see direct_rest). */
 #define SHM_COLL_DIRECT_MAX ((size_t)128 << 10)
 /* The same with more ranks than cores, where the processors' total work bounds the time: the
@@ -195,6 +196,20 @@ static void gather(const pieces_t* L, size_t off, size_t len, char* dst) {
   });
 }
 
+/* gather() into this rank's slot, with the stores of the running allreduce's kind. */
+static void gather_to_slot(shm_t* s, const pieces_t* L, size_t off, size_t len, char* dst) {
+  if (s->store_kind != HVDS_STORE_STREAMED) {
+    gather(L, off, len, dst);
+    return;
+  }
+  FOR_PIECES(L, off, len, {
+    if (pc->in != NULL)
+      hvds__stream_copy(dst + in_range, (const char*)pc->in + in_piece, bytes);
+    else
+      memset(dst + in_range, 0, bytes);
+  });
+}
+
 static void scatter(const pieces_t* L, size_t off, size_t len, const char* src) {
   FOR_PIECES(L, off, len, {
     if (pc->out != NULL) memcpy((char*)pc->out + in_piece, src + in_range, bytes);
@@ -246,23 +261,28 @@ static hvds_result_t one_round(shm_t* s, const pieces_t* L, size_t off, size_t n
   }
   // 1. Copy in the parts the other ranks reduce; this rank's own part is read from its input.
   size_t lo = n * (size_t)me / (size_t)P, hi = n * (size_t)(me + 1) / (size_t)P;
-  gather(L, off, lo * esz, mine);
-  gather(L, off + hi * esz, (n - hi) * esz, mine + hi * esz);
+  gather_to_slot(s, L, off, lo * esz, mine);
+  gather_to_slot(s, L, off + hi * esz, (n - hi) * esz, mine + hi * esz);
+  hvds__store_fence();
   publish(s, ARRIVED, R + 1);
   // 2. Reduce part `me`, block by block so that each block stays in the cache: this rank's
   // input, then every other rank's slot starting after this rank, into this rank's slot for the
   // others and into its own output.
   for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) rc = wait_for(s, (me + k) % P, ARRIVED, R + 1);
   if (rc != HVDS_SUCCESS) return rc;
-  size_t block = REDUCE_BLOCK_BYTES / esz * esz;
+  size_t block = SHM_REDUCE_BLOCK_BYTES / esz * esz;
+  int streamed = s->store_kind == HVDS_STORE_STREAMED;
   for (size_t b = lo * esz; b < hi * esz && rc == HVDS_SUCCESS; b += block) {
     size_t len = hi * esz - b < block ? hi * esz - b : block;
-    gather(L, off + b, len, mine + b);
+    char* acc = streamed ? s->block : mine + b;  // streamed: reduced here, then streamed
+    gather(L, off + b, len, acc);
     for (int k = 1; k < P && rc == HVDS_SUCCESS; k++)
-      rc = hvds__reduce(mine + b, slot(s, (me + k) % P, R) + b, len / esz, dtype, op);
-    if (rc == HVDS_SUCCESS) scatter(L, off + b, len, mine + b);
+      rc = hvds__reduce(acc, slot(s, (me + k) % P, R) + b, len / esz, dtype, op);
+    if (rc == HVDS_SUCCESS) scatter(L, off + b, len, acc);
+    if (rc == HVDS_SUCCESS && streamed) hvds__stream_copy(mine + b, acc, len);
   }
   if (rc != HVDS_SUCCESS) return rc;
+  hvds__store_fence();
   publish(s, REDUCED, R + 1);
   // 3. Copy the other reduced parts out (this rank's own is in its output already).
   for (int k = 1; k < P && rc == HVDS_SUCCESS; k++) {
@@ -309,10 +329,14 @@ static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_coll_piece_t* p
   s->wait_poll_us = agree && !s->yield ? s->poll_us : s->coll_poll_us;
   pieces_t L = {pieces, npieces};
   size_t per_round = s->coll_bytes / 2 / esz;
+  s->store_kind = hvds__store_choice_pick(&s->store, total);
+  int64_t start = hvds__now_us();
   for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {
     size_t n = count - first < per_round ? count - first : per_round;
     rc = one_round(s, &L, first * esz, n, esz, dtype, op);
   }
+  if (rc == HVDS_SUCCESS)
+    hvds__store_choice_record(&s->store, total, s->store_kind, hvds__now_us() - start);
   return rc;
 }
 
@@ -331,4 +355,8 @@ hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype
                               hvds_reduce_op_t op) {
   hvds_coll_piece_t whole = {buf, buf, count * hvds__dtype_bytes(dtype)};
   return allreduce_polling(p, &whole, 1, dtype, op, 1);
+}
+
+void hvds__shm_force_store_kind_for_test(hvds_p2p_t* p, int kind) {
+  if (hvds__shm_p2p_is(p)) ((shm_t*)p->impl)->store.forced = kind;
 }

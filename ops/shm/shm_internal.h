@@ -32,6 +32,11 @@
 #include "atomics.h"
 #include "p2p_queue.h"
 #include "shm_p2p.h"
+#include "shm_store_kind.h"
+
+/* Bytes of its own part a rank reduces from every slot before it moves on (shm_coll.c's step
+ * 2): small enough to stay in the first-level cache from its copy-in to its copy-out. */
+#define SHM_REDUCE_BLOCK_BYTES ((size_t)8 << 10)
 
 #ifdef __cplusplus
 extern "C" {
@@ -132,6 +137,10 @@ typedef struct {
   int coll_poll_us;  /* the same for the waits of an executing segment collective */
   int wait_poll_us;  /* what the running segment collective's waits poll */
   int yield;         /* polls yield the processor (more ranks than cores) */
+  hvds_store_choice_t store;    /* the slot writes' kind per allreduce size */
+  hvds_store_kind_t store_kind; /* the running allreduce's */
+  /* a streamed allreduce's block being reduced (shm_coll.c) */
+  char block[SHM_REDUCE_BLOCK_BYTES];
   int crashed;       /* test only: close as a crashed process would */
   hvds_req_pool_t idle; /* request objects for reuse */
 

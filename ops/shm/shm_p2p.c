@@ -353,6 +353,7 @@ hvds_result_t hvds__shm_p2p_create_opts(const hvds_kv_t* kv, const char* prefix,
   s->poll_us = o != NULL && o->poll_us >= 0 ? o->poll_us : hvds__shm_poll_default(size);
   s->coll_poll_us = o != NULL && o->poll_us >= 0 ? o->poll_us : hvds__shm_coll_poll_default(size);
   s->yield = size > online_cpus();
+  hvds__store_choice_init(&s->store);
   size_t coll = o != NULL && o->coll_bytes > 0 ? o->coll_bytes : hvds__shm_coll_default(size);
   coll = coll < 4096 ? 4096 : coll / 128 * 128;
   hvds_result_t rc = hvds__shm_seg_open(s, kv, prefix, ring, coll, timeout_ms, err, errlen);

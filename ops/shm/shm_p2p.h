@@ -89,6 +89,10 @@ hvds_result_t hvds__shm_agree(hvds_p2p_t* p, void* buf, size_t count, hvds_dtype
 hvds_result_t hvds__shm_allreduce_pieces(hvds_p2p_t* p, const hvds_coll_piece_t* pieces,
                                          int npieces, hvds_dtype_t dtype, hvds_reduce_op_t op);
 
+/* Test only: every later allreduce of this rank writes its slot with kind (0 through the
+ * caches, 1 streamed to memory: shm_store_kind.h), or chooses again with -1. */
+void hvds__shm_force_store_kind_for_test(hvds_p2p_t* p, int kind);
+
 /* Test only: makes this rank vanish as a crashed process would (drops its liveness lock without
  * marking itself closed, unmaps), then frees p. Its peers' waits must fail naming it. */
 void hvds__shm_p2p_crash_for_test(hvds_p2p_t* p);

@@ -108,6 +108,49 @@ TEST_P(ShmRanks, SegmentAllreducePieces) {
   });
 }
 
+// Both kinds of slot writes (shm_store_kind.h), forced in turn, give the same bits: pieces of
+// odd lengths at addresses off the streaming stores' alignment, a rank without one tensor, and
+// fractional values whose sums depend on the order of the additions; each sum is checked too.
+TEST_P(ShmRanks, SegmentAllreduceStoreKindsAgree) {
+  const int n = std::get<0>(GetParam());
+  Run([&](int rank, hvds_p2p_t* p, Gate&) {
+    const size_t sizes[] = {3, size_t{1} << 18, 1001, size_t{5} << 17};  // floats
+    const int np = sizeof sizes / sizeof sizes[0];
+    auto value = [](int r, size_t i, int t) { return 0.1f * (r + 1) * ((i + t) % 7) + 0.03f; };
+    std::vector<std::vector<float>> results;
+    for (int kind : {0, 1}) {
+      hvds__shm_force_store_kind_for_test(p, kind);
+      std::vector<std::vector<float>> in(np), out(np);
+      std::vector<hvds_coll_piece_t> pieces(np);
+      for (int t = 0; t < np; t++) {
+        in[t].resize(sizes[t] + 1);
+        for (size_t i = 0; i < sizes[t]; i++) in[t][i + 1] = value(rank, i, t);
+        out[t].assign(sizes[t] + 1, -1.0f);
+        bool absent = t == 2 && rank == 0;
+        pieces[t] = {absent ? nullptr : in[t].data() + 1, out[t].data() + 1,
+                     sizes[t] * sizeof(float)};
+      }
+      ASSERT_EQ(hvds__shm_allreduce_pieces(p, pieces.data(), np, HVDS_FLOAT32, HVDS_SUM),
+                HVDS_SUCCESS)
+          << p->error;
+      std::vector<float> all;
+      for (int t = 0; t < np; t++) {
+        for (size_t i = 0; i < sizes[t]; i++) {
+          float want = 0;
+          for (int r = t == 2 ? 1 : 0; r < n; r++) want += value(r, i, t);
+          ASSERT_NEAR(out[t][i + 1], want, 1e-5f) << "kind " << kind << " tensor " << t << " " << i;
+        }
+        all.insert(all.end(), out[t].begin() + 1, out[t].end());
+      }
+      results.push_back(all);
+    }
+    hvds__shm_force_store_kind_for_test(p, -1);
+    ASSERT_EQ(0,
+              std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)))
+        << "the two kinds of slot writes gave different bits";
+  });
+}
+
 // The contract of every transport (../common/p2p_contract.h), with default and with 4 KiB rings.
 std::string CreateName(hvds_test::CreateFn create) {
   return create == CreateSmallRings ? "small_rings" : "default";

@@ -1,0 +1,64 @@
+/* How a rank writes its collective slot (shm_coll.c): through the caches, or streamed to memory
+ * with non-temporal stores, chosen per size of allreduce by what each kind measured here.
+ *
+ * Why both: handing a slot to a peer through the caches is fastest while the two CPUs share a
+ * last-level cache; while they do not (a virtual machine's CPUs moved apart by the host, or
+ * CPUs of different chiplets or sockets), every line the peer reads is fetched from the
+ * writer's cache and every line rewritten invalidated in the reader's, and streaming the slot to
+ * memory was 1.6-2.3x faster (np 2, 16 MiB: 2.1-3.5 ms against 4.7-5.7) while 1.1-1.3x slower
+ * with the cache shared. The placement changes while a job runs, so the choice is measured
+ * and revised, not fixed at start (docs/benchmarks.md). */
+#ifndef HVDS_SHM_STORE_KIND_H
+#define HVDS_SHM_STORE_KIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { HVDS_STORE_CACHED = 0, HVDS_STORE_STREAMED = 1 } hvds_store_kind_t;
+
+/* Allreduces of fewer bytes always write through the caches (their slots stay in them). */
+#define HVDS_STORE_CHOICE_MIN_BYTES ((size_t)1 << 20)
+/* Size classes: log2 of the bytes over HVDS_STORE_CHOICE_MIN_BYTES, the last open-ended. */
+#define HVDS_STORE_CLASSES 12
+/* Every this many allreduces of a class, the kind not in use is tried again. */
+#define HVDS_STORE_RETRY_EVERY 32
+
+typedef struct {
+  double us_per_mib[2]; /* per kind; 0 until measured */
+  uint32_t ops;
+} hvds_store_class_t;
+
+typedef struct {
+  hvds_store_class_t cls[HVDS_STORE_CLASSES];
+  int forced; /* -1, or the kind every allreduce uses (tests) */
+} hvds_store_choice_t;
+
+/* Starts with nothing measured and nothing forced. */
+void hvds__store_choice_init(hvds_store_choice_t* c);
+/* The kind an allreduce of `bytes` uses: cached below the minimum or where streaming stores do
+ * not exist; else cached twice (the first allreduce of a size also pays for first touches),
+ * streamed once, then the one with the lower time, the other every HVDS_STORE_RETRY_EVERY-th
+ * time. */
+hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes);
+/* Records that an allreduce of `bytes` with `kind` took `us`: a time below the kind's estimate
+ * replaces it (a kind tried again after the CPUs moved wins back at once), one above moves it a
+ * quarter of the way (one slow operation does not switch). */
+void hvds__store_choice_record(hvds_store_choice_t* c, size_t bytes, hvds_store_kind_t kind,
+                               int64_t us);
+
+/* Copies len bytes to dst with non-temporal stores where the processor has them (memcpy
+ * elsewhere); hvds__store_fence must run before a peer is told the bytes are there. */
+void hvds__stream_copy(void* dst, const void* src, size_t len);
+/* Orders the streaming stores before the stores that follow. */
+void hvds__store_fence(void);
+/* 1 where hvds__stream_copy streams. */
+int hvds__stream_copy_exists(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
