@@ -5,9 +5,9 @@
  * last-level cache; while they do not (a virtual machine's CPUs moved apart by the host, or
  * CPUs of different chiplets or sockets), every line the peer reads is fetched from the
  * writer's cache and every line rewritten invalidated in the reader's, and streaming the slot to
- * memory was 1.6-2.3x faster (np 2, 16 MiB: 2.1-3.5 ms against 4.7-5.7) while 1.1-1.3x slower
- * with the cache shared. The placement changes while a job runs, so the choice is measured
- * and revised, not fixed at start (docs/benchmarks.md). */
+ * memory was about 4x faster at 256 KiB and 1 MiB and 1.6-2.3x at 16 MiB (np 2; 16 MiB: 2.1-3.5
+ * ms against 4.7-5.7) while up to 1.3x slower with the cache shared. The placement changes while
+ * a job runs, so the choice is measured and revised, not fixed at start (docs/benchmarks.md). */
 #ifndef HVDS_SHM_STORE_KIND_H
 #define HVDS_SHM_STORE_KIND_H
 
@@ -20,8 +20,9 @@ extern "C" {
 
 typedef enum { HVDS_STORE_CACHED = 0, HVDS_STORE_STREAMED = 1 } hvds_store_kind_t;
 
-/* Allreduces of fewer bytes always write through the caches (their slots stay in them). */
-#define HVDS_STORE_CHOICE_MIN_BYTES ((size_t)1 << 20)
+/* Allreduces of fewer bytes always write through the caches (the smallest size measured; the
+ * rounds of small ones take shm_coll.c's direct path, which always does). */
+#define HVDS_STORE_CHOICE_MIN_BYTES ((size_t)256 << 10)
 /* Size classes: log2 of the bytes over HVDS_STORE_CHOICE_MIN_BYTES, the last open-ended. */
 #define HVDS_STORE_CLASSES 12
 /* Every this many allreduces of a class, the kind not in use is tried again. */

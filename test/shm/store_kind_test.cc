@@ -40,7 +40,7 @@ void NoStreamingMeansCached() {
 TEST(StoreKind, SmallAllreducesStayCached) {
   hvds_store_choice_t c;
   hvds__store_choice_init(&c);
-  std::vector<int> kinds = Feed(&c, kMiB - 4, 40, 1000, 10);
+  std::vector<int> kinds = Feed(&c, HVDS_STORE_CHOICE_MIN_BYTES - 4, 40, 1000, 10);
   EXPECT_EQ(Count(kinds, HVDS_STORE_STREAMED), 0);
 }
 
