@@ -139,8 +139,9 @@ typedef struct {
   int yield;         /* polls yield the processor (more ranks than cores) */
   hvds_store_choice_t store;    /* the slot writes' kind per allreduce size */
   hvds_store_kind_t store_kind; /* the running allreduce's */
-  /* a streamed allreduce's block being reduced (shm_coll.c) */
-  char block[SHM_REDUCE_BLOCK_BYTES];
+  /* a streamed allreduce's block being reduced (shm_coll.c), aligned for any element type
+   * (16: what calloc guarantees the struct) */
+  char block[SHM_REDUCE_BLOCK_BYTES] __attribute__((aligned(16)));
   int crashed;       /* test only: close as a crashed process would */
   hvds_req_pool_t idle; /* request objects for reuse */
 
