@@ -330,12 +330,13 @@ static hvds_result_t allreduce_polling(hvds_p2p_t* p, const hvds_coll_piece_t* p
   pieces_t L = {pieces, npieces};
   size_t per_round = s->coll_bytes / 2 / esz;
   s->store_kind = hvds__store_choice_pick(&s->store, total);
-  int64_t start = hvds__now_us();
+  int timed = total >= HVDS_STORE_CHOICE_MIN_BYTES;  // the sizes whose kind is chosen
+  int64_t start = timed ? hvds__now_us() : 0;
   for (size_t first = 0; first < count && rc == HVDS_SUCCESS; first += per_round) {
     size_t n = count - first < per_round ? count - first : per_round;
     rc = one_round(s, &L, first * esz, n, esz, dtype, op);
   }
-  if (rc == HVDS_SUCCESS)
+  if (rc == HVDS_SUCCESS && timed)
     hvds__store_choice_record(&s->store, total, s->store_kind, hvds__now_us() - start);
   return rc;
 }

@@ -44,29 +44,6 @@ def _all_local(names):
     return all(name in _LOCAL_NAMES or name in own for name in names)
 
 
-def _launch_flags(num_proc, hosts, hostfile, host_discovery_script, start_timeout, ssh_port,
-                  ssh_identity_file, disable_cache, output_filename, verbose, use_mpi, mpi_args,
-                  network_interfaces, elastic):
-    """horovodrun's flags for run()'s arguments; the launcher warns about those with no effect
-    here (the MPI controller, the check cache)."""
-    flags = ["-np", str(num_proc)]
-    named = (("-H", hosts), ("--hostfile", hostfile),
-             ("--host-discovery-script", host_discovery_script), ("--start-timeout", start_timeout),
-             ("-p", ssh_port), ("-i", ssh_identity_file), ("--output-filename", output_filename),
-             ("--network-interfaces", ",".join(network_interfaces) if network_interfaces else None),
-             ("--mpi-args", mpi_args))
-    named += tuple(elastic.items())
-    for flag, value in named:
-        if value is None:
-            continue
-        flags += [flag] + ([str(v) for v in value] if isinstance(value, tuple) else [str(value)])
-    for flag, on in (("--disable-cache", disable_cache), ("--verbose", verbose),
-                     ("--mpi", use_mpi)):
-        if on:
-            flags.append(flag)
-    return flags
-
-
 def _deprecated(new_value, default, old_value, old, new):
     if old_value is None:
         return new_value
@@ -121,23 +98,20 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     num_proc = _deprecated(num_proc, 1, np, "np", "num_proc")
     min_num_proc = _deprecated(min_num_proc, None, min_np, "min_np", "min_num_proc")
     max_num_proc = _deprecated(max_num_proc, None, max_np, "max_np", "max_num_proc")
-    if hosts is not None and hostfile is not None:
-        raise ValueError("Argument hosts and hostfile only allow one provided.")
-    if use_gloo and use_mpi:
-        raise ValueError("Argument use_gloo and use_mpi only allow one set True.")
     kwargs = kwargs or {}
-    elastic = {"--min-np": min_num_proc, "--max-np": max_num_proc, "--slots-per-host": slots,
-               "--reset-limit": reset_limit,
-               "--blacklist-cooldown-range": tuple(cooldown_range) if cooldown_range else None}
-    flags = _launch_flags(num_proc, hosts, hostfile, host_discovery_script, start_timeout,
-                          ssh_port, ssh_identity_file, disable_cache, output_filename, verbose,
-                          use_mpi, mpi_args, network_interfaces, elastic)
-
-    def call():
-        return func(*args, **kwargs)
-
-    local = host_discovery_script is None and _all_local(_host_names(hosts, hostfile))
-    return run_func_with_flags(call, flags, local, executable)
+    # As Horovod's run(): its settings, launched by launch._run() (horovod_args.py).
+    from hvdsparse.runner.horovod_args import HorovodArgs, run_args
+    settings = HorovodArgs()
+    vars(settings).update(
+        num_proc=num_proc, min_num_proc=min_num_proc, max_num_proc=max_num_proc, slots=slots,
+        reset_limit=reset_limit, cooldown_range=cooldown_range, hosts=hosts, hostfile=hostfile,
+        host_discovery_script=host_discovery_script, start_timeout=start_timeout,
+        ssh_port=ssh_port, ssh_identity_file=ssh_identity_file, disable_cache=disable_cache,
+        output_filename=output_filename, verbose=verbose, use_gloo=use_gloo, use_mpi=use_mpi,
+        mpi_args=mpi_args, executable=executable,
+        nics=list(network_interfaces) if network_interfaces else None,
+        run_func=lambda: func(*args, **kwargs))
+    return run_args(settings)
 
 
 def alias_loaded():

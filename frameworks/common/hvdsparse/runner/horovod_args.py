@@ -84,7 +84,9 @@ def launch_flags(args):
             flags.append(flag)
     if args.cooldown_range and elastic:
         flags += ["--blacklist-cooldown-range"] + [str(v) for v in args.cooldown_range]
-    nics = sorted(args.nics) if args.nics else args.nic.split(",") if args.nic else None
+    # a list keeps its order (its first interface also serves rendezvous); Horovod's is a set
+    nics = args.nic.split(",") if args.nic and not args.nics else args.nics
+    nics = list(nics) if isinstance(nics, (list, tuple)) else sorted(nics) if nics else None
     if nics:
         flags += ["--network-interfaces", ",".join(nics)]
     if args.torus_allreduce:
