@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "test_util.h"
 
@@ -283,6 +284,51 @@ TEST(Divide, FloatsDivideExactlyIntegersScaleLikeHorovod) {
   EXPECT_EQ(i[0], 3);
   EXPECT_EQ(i[1], -3);
   EXPECT_EQ(hvds__divide(&d, 1, HVDS_FLOAT64, 0), HVDS_NOT_SUPPORTED);
+}
+
+// The blocked loops: every length around the block size, at unaligned starts, element for
+// element the scalar arithmetic (saturation and NaN included in the blocks, not only the tail).
+TEST(Scale, BlockedLoopsMatchScalarArithmeticAtEveryLengthAndOffset) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> val(-1e4f, 1e4f);
+  for (size_t off = 0; off < 3; off++)
+    for (size_t n = 0; n <= 70; n++) {
+      std::vector<float> f(n + off), fd(n + off);
+      std::vector<double> d(n + off);
+      std::vector<uint16_t> h(n + off), bf(n + off);
+      std::vector<int16_t> i16(n + off);
+      for (size_t k = 0; k < n + off; k++) {
+        f[k] = fd[k] = val(gen);
+        d[k] = f[k];
+        h[k] = hvds__float_to_half(f[k] / 16);
+        bf[k] = hvds__float_to_bf16(f[k]);
+        i16[k] = static_cast<int16_t>(f[k] * 3);
+      }
+      if (n > 20) f[off + 17] = fd[off + 17] = NAN;
+      auto f0 = f, fd0 = fd;
+      auto d0 = d;
+      auto h0 = h, bf0 = bf;
+      auto i0 = i16;
+      ASSERT_EQ(hvds__scale(f.data() + off, n, HVDS_FLOAT32, 0.1), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__divide(fd.data() + off, n, HVDS_FLOAT32, 3), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__divide(d.data() + off, n, HVDS_FLOAT64, 7), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__divide(h.data() + off, n, HVDS_FLOAT16, 3), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__scale(bf.data() + off, n, HVDS_BFLOAT16, 0.3), HVDS_SUCCESS);
+      ASSERT_EQ(hvds__scale(i16.data() + off, n, HVDS_INT16, 4.0), HVDS_SUCCESS);
+      for (size_t k = 0; k < n + off; k++) {
+        bool in = k >= off;
+        EXPECT_EQ(bits(f[k]), bits(in ? f0[k] * 0.1f : f0[k])) << n << " " << k;
+        EXPECT_EQ(bits(fd[k]), bits(in ? fd0[k] / 3.0f : fd0[k])) << n << " " << k;
+        EXPECT_EQ(d[k], in ? d0[k] / 7.0 : d0[k]);
+        EXPECT_EQ(h[k], in ? hvds__float_to_half(hvds__half_to_float(h0[k]) / 3.0f) : h0[k]);
+        EXPECT_EQ(bf[k],
+                  in ? hvds__float_to_bf16(hvds__bf16_to_float(bf0[k]) * static_cast<float>(0.3))
+                     : bf0[k]);
+        double want = std::trunc(i0[k] * 4.0);
+        want = want < INT16_MIN ? INT16_MIN : want > INT16_MAX ? INT16_MAX : want;
+        EXPECT_EQ(i16[k], in ? static_cast<int16_t>(want) : i0[k]) << n << " " << k;
+      }
+    }
 }
 
 TEST(Scale, FactorOneIsANoOp) {
