@@ -22,6 +22,11 @@ size_t hvds__coll_ring_segment(size_t bytes, int P, double beta) {
   return seg < lo ? lo : seg > cap ? cap : seg;
 }
 
+size_t hvds__coll_rhd_max_for_link(double beta) {
+  const double wire_bound = 8.0 / 4e9;  // seconds per byte at 4 Gbit/s
+  return beta >= wire_bound ? (size_t)64 << 10 : (size_t)1 << 20;
+}
+
 hvds_result_t hvds__coll_check(hvds_p2p_t* p, hvds_dtype_t dtype, hvds_reduce_op_t op) {
   if (hvds__dtype_bytes(dtype) == 0) {
     snprintf(p->error, sizeof p->error, "unknown dtype %d", (int)dtype);

@@ -50,6 +50,12 @@ size_t hvds__coll_segment(const hvds_coll_opts_t* o, size_t esize);
  * segments shorten the pipeline's fill on slow links; on fast or CPU-bound ones each message
  * costs CPU, so they stay large. Measured in docs/benchmarks.md. */
 size_t hvds__coll_ring_segment(size_t bytes, int P, double beta);
+/* The largest allreduce the runtime runs by halving-doubling when nobody set the switch point,
+ * on a link of beta seconds per byte (0: unknown). Where the wire is the limit (4 Gbit/s and
+ * below) the ring is faster from 128 KiB at 4, 8 and 16 hosts, whatever the rate (100 Mbit/s to
+ * 1 Gbit/s): 64 KiB. Where the CPUs are (faster links, loopback) halving-doubling's fewer steps
+ * win up to about 1 MiB: 1 MiB. Measured in docs/benchmarks.md. */
+size_t hvds__coll_rhd_max_for_link(double beta);
 /* HVDS_SUCCESS when dtype is known and op has a kernel for it; else the error, with p->error
  * set. Used before any message is sent, so every rank fails the same way. */
 hvds_result_t hvds__coll_check(hvds_p2p_t* p, hvds_dtype_t dtype, hvds_reduce_op_t op);

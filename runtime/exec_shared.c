@@ -132,3 +132,8 @@ size_t hvds__ring_chunk(hvds_runtime_t* rt, size_t bytes, int nranks) {
   if (rt->ring_chunk_bytes > 0) return (size_t)rt->ring_chunk_bytes;
   return hvds__coll_ring_segment(bytes, nranks, rt->net_beta);
 }
+
+size_t hvds__rhd_max(const hvds_runtime_t* rt) {
+  if (rt->rhd_max_bytes >= 0) return (size_t)rt->rhd_max_bytes;
+  return hvds__coll_rhd_max_for_link(rt->net_beta);
+}

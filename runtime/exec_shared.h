@@ -35,6 +35,9 @@ void hvds__post_scale(const hvds_pset_t* s, const hvds_response_t* r, void* buf,
                       hvds_dtype_t dtype);
 /* Ring segment for an allreduce of bytes over nranks: the knob, else about a quarter block. */
 size_t hvds__ring_chunk(hvds_runtime_t* rt, size_t bytes, int nranks);
+/* The largest allreduce run by halving-doubling: RHD_MAX_BYTES, else the ops' rule for the link
+ * measured at init (rank 0's measurement, so every rank picks the same algorithm). */
+size_t hvds__rhd_max(const hvds_runtime_t* rt);
 /* Timeline helpers: no-ops unless this rank writes a timeline. */
 void hvds__tl_start(hvds_runtime_t* rt, const hvds_response_t* r, const char* args);
 void hvds__tl_activity(hvds_runtime_t* rt, const hvds_response_t* r,

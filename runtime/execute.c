@@ -101,7 +101,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   size_t total = 0;
   for (int32_t i = 0; i < r->nsizes; i++) total += (size_t)r->sizes[i];
   hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt->allreduce_algo, 0, 0};
-  if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
+  o.rhd_max_bytes = hvds__rhd_max(rt);
   o.chunk_bytes = hvds__ring_chunk(rt, total * esz, s->n);
   const hvds_backend_t* be = hvds__backend_for(s, r, total * esz);
   if (rt->timeline) {

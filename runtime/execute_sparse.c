@@ -408,7 +408,7 @@ static hvds_result_t detect_dense(hvds_runtime_t* rt, job_t* j, hvds_exec_t* x) 
   hvds__scale(buf, n, j->lay.dtype, r->prescale);
   hvds_coll_opts_t o = {hvds__next_tag(s), (hvds_algo_t)rt->allreduce_algo,
                         hvds__ring_chunk(rt, bytes, s->n), 0};
-  if (rt->rhd_max_bytes >= 0) o.rhd_max_bytes = (size_t)rt->rhd_max_bytes;
+  o.rhd_max_bytes = hvds__rhd_max(rt);
   j->t0 = hvds__now();
   hvds_result_t rc = hvds__allreduce(s->comm, buf, n, j->lay.dtype, HVDS_SUM, &o);
   j->t1 = hvds__now();

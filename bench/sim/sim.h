@@ -41,12 +41,14 @@ typedef struct {
 /* The runtime's configuration: what execute.c and controller.c pass to the algorithms. */
 typedef struct {
   hvds_algo_t algorithm;   /* HVDSPARSE_ALLREDUCE_ALGORITHM, or HVDS_ALGO_AUTO */
-  size_t rhd_max_bytes;    /* HVDSPARSE_RHD_MAX_BYTES: AUTO runs halving-doubling up to this */
+  size_t rhd_max_bytes;    /* HVDSPARSE_RHD_MAX_BYTES: AUTO runs halving-doubling up to this;
+                              0: unset, the runtime's rule for link_beta */
   size_t ring_chunk_bytes; /* HVDSPARSE_RING_CHUNK_BYTES: forced segment, 0 = execute.c's rule */
   size_t fusion_bytes;     /* HVDSPARSE_FUSION_THRESHOLD: largest fused bucket */
   size_t cache_capacity;   /* HVDSPARSE_CACHE_CAPACITY: sets the negotiation vector's length */
-  double link_beta;        /* the link the runtime measured at init (s/B), for the ring segment;
-                              0: unknown (the runtime's rule then caps segments at 1 MiB) */
+  double link_beta;        /* the link the runtime measured at init (s/B), for the ring segment
+                              and the halving-doubling switch point; 0: unknown (segments
+                              capped at 1 MiB, halving-doubling up to 1 MiB) */
 } hvds_sim_cfg_t;
 
 /* Collectives the simulator models. */

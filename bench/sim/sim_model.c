@@ -46,7 +46,8 @@ void hvds_sim_cfg_runtime(hvds_sim_cfg_t* c) {
   long long chunk = hvds__param_int(HVDS_PARAM_RING_CHUNK_BYTES);
   long long fusion = hvds__param_int(HVDS_PARAM_FUSION_THRESHOLD);
   long long cache = hvds__param_int(HVDS_PARAM_CACHE_CAPACITY);
-  c->rhd_max_bytes = rhd >= 0 ? (size_t)rhd : 0;
+  // A knob of 0 gives the ops' default, as hvds__rhd_max() passes it on; unset (-1) is 0 here.
+  c->rhd_max_bytes = rhd > 0 ? (size_t)rhd : rhd == 0 ? HVDS_COLL_DEFAULT_RHD_MAX_BYTES : 0;
   c->ring_chunk_bytes = chunk > 0 ? (size_t)chunk : 0;
   c->fusion_bytes = fusion > 0 ? (size_t)fusion : 0;
   c->cache_capacity = cache > 0 ? (size_t)cache : 0;
@@ -239,8 +240,13 @@ static size_t ring_chunk(const hvds_sim_cfg_t* c, size_t bytes, int P) {
   return hvds__coll_ring_segment(bytes, P, c->link_beta);
 }
 
+/* exec_shared.c's hvds__rhd_max(): the knob, else the ops' rule for the link. */
+static size_t rhd_max(const hvds_sim_cfg_t* c) {
+  return c->rhd_max_bytes > 0 ? c->rhd_max_bytes : hvds__coll_rhd_max_for_link(c->link_beta);
+}
+
 hvds_coll_opts_t hvds_sim_runtime_opts(const hvds_sim_cfg_t* c, size_t bytes, int P) {
-  hvds_coll_opts_t o = {0, c->algorithm, ring_chunk(c, bytes, P), c->rhd_max_bytes};
+  hvds_coll_opts_t o = {0, c->algorithm, ring_chunk(c, bytes, P), rhd_max(c)};
   return o;
 }
 

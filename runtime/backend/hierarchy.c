@@ -116,11 +116,12 @@ static hvds_result_t setup_shm(hvds_runtime_t* rt, const char* host, shm_place_t
   return HVDS_SUCCESS;
 }
 
-/* Steps of an n-rank allreduce of bytes: halving-doubling up to the switch point, else ring. */
-static double steps(hvds_runtime_t* rt, int n, size_t bytes) {
+/* Steps of an n-rank allreduce of bytes on a link of beta s/byte: halving-doubling up to the
+ * switch point (the knob, else the ops' rule for that link), else ring. */
+static double steps(hvds_runtime_t* rt, int n, size_t bytes, double beta) {
   if (n <= 1) return 0;
   size_t rhd_max =
-      rt->rhd_max_bytes >= 0 ? (size_t)rt->rhd_max_bytes : HVDS_COLL_DEFAULT_RHD_MAX_BYTES;
+      rt->rhd_max_bytes >= 0 ? (size_t)rt->rhd_max_bytes : hvds__coll_rhd_max_for_link(beta);
   return bytes <= rhd_max ? 2 * ceil(log2((double)n)) : 2.0 * (n - 1);
 }
 
@@ -133,15 +134,15 @@ static size_t crossover(hvds_runtime_t* rt) {
 
 double hvds__hier_cost_flat(hvds_runtime_t* rt, size_t bytes) {
   int P = rt->size;
-  return steps(rt, P, bytes) * rt->hier_cost[2] +
+  return steps(rt, P, bytes, rt->hier_cost[3]) * rt->hier_cost[2] +
          2.0 * (P - 1) / P * (double)bytes * rt->hier_cost[3];
 }
 
 double hvds__hier_cost_hier(hvds_runtime_t* rt, size_t bytes) {
   int L = rt->local ? rt->local->size : 1, H = rt->cross ? rt->cross->size : 1;
-  double local =
-      steps(rt, L, bytes) * rt->hier_cost[0] + 2.0 * (L - 1) / L * (double)bytes * rt->hier_cost[1];
-  double cross = steps(rt, H, bytes / (size_t)L) * rt->hier_cost[2] +
+  double local = steps(rt, L, bytes, rt->hier_cost[1]) * rt->hier_cost[0] +
+                 2.0 * (L - 1) / L * (double)bytes * rt->hier_cost[1];
+  double cross = steps(rt, H, bytes / (size_t)L, rt->hier_cost[3]) * rt->hier_cost[2] +
                  2.0 * (H - 1) / H * (double)bytes * rt->hier_cost[3];
   if (H != 2) return local + cross;
   // Two hosts are pipelined in chunks of L MiB (execute_hier.c): c chunks through two stages

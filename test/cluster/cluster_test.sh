@@ -3,7 +3,8 @@
 #   cluster_test.sh CASE LAUNCHER CLUSTER_WORKER MP_WORKER [TRANSPORT]
 # CASE is lifecycle (cluster.sh itself), identity (ranks and groups on every host), collectives
 # (every mp_worker scenario across hosts over TRANSPORT) or cut (a host's link drops everything
-# mid-job: the job must fail naming a rank within the collective timeout, leaving nothing behind).
+# mid-job: the job must fail naming a rank within the collective timeout, leaving nothing behind)
+# or algorithm (the allreduce's halving-doubling switch point on 1 Gbit/s links).
 # Each run brings up its own cluster, named after its process id so that concurrent runs (other
 # build trees) never meet, and removes it on exit; clusters of runs that died are removed first.
 # Where network namespaces cannot be made the test says so and fails.
@@ -148,6 +149,41 @@ case_collectives() {
   done
 }
 
+# ---- algorithm: the halving-doubling switch point follows the link measured at init ----
+
+# Prints the algorithm rank 0's timeline (file $1) names for an allreduce of $2 bytes.
+timeline_algorithm() {
+  grep -o "\"algorithm\":\"[a-z_]*\",\"fused_tensors\":1,\"bytes\":$2\b" "$1" |
+    sed -E 's/.*"algorithm":"([a-z_]+)".*/\1/' | sort -u | tr '\n' ' '
+}
+
+case_algorithm() {
+  local perf
+  perf="$(dirname "$LAUNCHER")/hvdsparse-perf"
+  [[ -x "$perf" ]] || { fail "$perf not built"; return; }
+  cluster_up 4 --rate 1gbit
+  local dir
+  dir=$(mktemp -d)
+  local knob want128
+  for knob in "" 1048576; do
+    JOB_ENV=(HVDSPARSE_TIMELINE="$dir/tl$knob.json")
+    [[ -n "$knob" ]] && JOB_ENV+=(HVDSPARSE_RHD_MAX_BYTES="$knob")
+    run_job -np 4 -H "${PREFIX}h0:1,${PREFIX}h1:1,${PREFIX}h2:1,${PREFIX}h3:1" "$perf" allreduce \
+      -b 64K -e 128K -f 2 -n 3 -w 1 -c 1
+    local at64 at128
+    at64=$(timeline_algorithm "$dir/tl$knob.json" 65536)
+    at128=$(timeline_algorithm "$dir/tl$knob.json" 131072)
+    echo "1 Gbit/s links, RHD_MAX_BYTES=${knob:-unset}: exit $RC; 64 KiB: $at64; 128 KiB: $at128"
+    [[ $RC -eq 0 ]] || { fail "job exited $RC"; echo "$OUT" >&2; }
+    # Unset: the wire is the limit, so the ring from 128 KiB; the knob still wins.
+    want128=ring
+    [[ -n "$knob" ]] && want128=rhd
+    [[ "$at64" == "rhd " ]] || fail "64 KiB ran '$at64', not rhd"
+    [[ "$at128" == "$want128 " ]] || fail "128 KiB ran '$at128', not $want128"
+  done
+  rm -rf "$dir"
+}
+
 # ---- cut: a host whose link drops every packet fails the job, it does not hang ----
 
 case_cut() {
@@ -247,6 +283,7 @@ main() {
     identity) case_identity ;;
     collectives) case_collectives ;;
     cut) case_cut ;;
+    algorithm) case_algorithm ;;
     *) echo "unknown case $CASE" >&2; exit 2 ;;
   esac
   echo "case $CASE took $(since "$start") s"

@@ -104,6 +104,22 @@ TEST(AllreduceDispatch, ChoiceFollowsOptions) {
   EXPECT_STREQ(hvds__allreduce_choice(&p, 1, &o), "ring");
 }
 
+// The switch point the runtime takes when nobody set one: 64 KiB where the wire is the limit,
+// 1 MiB on fast links, loopback or an unknown link (docs/benchmarks.md's sweeps).
+TEST(AllreduceDispatch, SwitchPointFollowsTheLink) {
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(0), size_t(1) << 20);
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(8.0 / 100e6), size_t(64) << 10);  // 100 Mbit/s
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(8.0 / 1e9), size_t(64) << 10);    // 1 Gbit/s
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(8.0 / 4e9), size_t(64) << 10);    // 4 Gbit/s
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(8.0 / 10e9), size_t(1) << 20);    // 10 Gbit/s
+  EXPECT_EQ(hvds__coll_rhd_max_for_link(1e-11), size_t(1) << 20);         // loopback
+  hvds_p2p_t p = {};
+  p.size = 8;
+  hvds_coll_opts_t o = {0, HVDS_ALGO_AUTO, 0, hvds__coll_rhd_max_for_link(8.0 / 1e9)};
+  EXPECT_STREQ(hvds__allreduce_choice(&p, 64 << 10, &o), "rhd");
+  EXPECT_STREQ(hvds__allreduce_choice(&p, 128 << 10, &o), "ring");
+}
+
 TEST(AllreduceDispatch, SegmentRoundsToElements) {
   hvds_coll_opts_t o = {0, HVDS_ALGO_AUTO, 36, 0};
   EXPECT_EQ(hvds__coll_segment(&o, 8), 32u);

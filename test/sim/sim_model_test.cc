@@ -149,7 +149,8 @@ TEST(SimChoice, SameAsTheRuntimeRuleOverAGrid) {
   for (int P : {1, 2, 3, 4, 5, 7, 8, 16, 64, 1000, 1024}) {
     for (size_t b : sizes) {
       // execute.c's options, built independently here: AUTO, rhd_max_bytes, a segment.
-      hvds_coll_opts_t o = {7, HVDS_ALGO_AUTO, 1 << 20, c.rhd_max_bytes};
+      size_t rhd = c.rhd_max_bytes ? c.rhd_max_bytes : hvds__coll_rhd_max_for_link(c.link_beta);
+      hvds_coll_opts_t o = {7, HVDS_ALGO_AUTO, 1 << 20, rhd};
       hvds_p2p_t p;
       memset(&p, 0, sizeof p);
       p.size = P;
@@ -171,9 +172,15 @@ TEST(SimChoice, SameAsTheRuntimeRuleOverAGrid) {
 
 TEST(SimChoice, DefaultsAndKnobsAreTheRuntimes) {
   hvds_sim_cfg_t c = defaults();
-  EXPECT_EQ(c.rhd_max_bytes, size_t(1) << 20);  // params.def
-  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, 1 << 20), "rhd");
+  EXPECT_EQ(c.rhd_max_bytes, 0u);  // params.def: unset, chosen from the link
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, 1 << 20), "rhd");  // link unknown: 1 MiB
   EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 4, (1 << 20) + 4), "ring");
+  c.link_beta = 8.0 / 1e9;  // 1 Gbit/s: the wire is the limit, the ring from 64 KiB
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 8, 64 << 10), "rhd");
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 8, (64 << 10) + 4), "ring");
+  c.link_beta = 8.0 / 10e9;  // 10 Gbit/s: up to 1 MiB
+  EXPECT_STREQ(hvds_sim_allreduce_choice(&c, 8, 1 << 20), "rhd");
+  c.link_beta = 0;
   setenv("HVDSPARSE_RHD_MAX_BYTES", "1024", 1);
   setenv("HVDSPARSE_ALLREDUCE_ALGORITHM", "", 1);
   hvds__param_reload();
