@@ -43,7 +43,7 @@ def parse():
     p.add_argument("--steps", type=int, default=20, help="timed steps per run")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per run")
     p.add_argument("--batch", type=int, default=16, help="samples per rank per step")
-    p.add_argument("--phases", help="rank 0 appends each DeAR step's forward, backward and "
+    p.add_argument("--phases", help="rank 0 appends each step's forward, backward and "
                    "step() times (microseconds since the epoch) to this JSON-lines file, for "
                    "bench/dear_overlap.py to set beside the runtime's timeline")
     p.add_argument("--vocab", type=int, default=VOCAB,
@@ -228,7 +228,7 @@ def timed_run(hvd, args, model_name, config, bucket_mb):
         flush()
     hvd.barrier()
     elapsed = time.perf_counter() - start
-    if args.phases and hvd.rank() == 0 and config.startswith("dear"):
+    if args.phases and hvd.rank() == 0:
         import json
         with open(args.phases, "a") as f:
             f.write(json.dumps({"model": model_name, "config": config, "bucket_mb": bucket_mb,

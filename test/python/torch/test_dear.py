@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 import hvdsparse.torch as hvd
 from hvdsparse.torch import dear
+from hvdsparse.torch.dear.planner import plan_buckets
 
 TOL = 1e-5
 SMALL = 2000         # bytes: three buckets on the test model
@@ -301,7 +302,7 @@ def test_bucket_plan_identical_on_every_rank():
     assert hvd.allgather_object(opt.launch_log) == [opt.launch_log] * hvd.size()
     names = [n for _, _, ns in plan for n in ns]
     assert names[:2] == ["a.weight", "a.bias"]                    # observed order, not modules()
-    assert plan[0][2] == ("a.weight",)                             # small first bucket
+    assert plan[0][2] == ("a.weight", "a.bias")                   # small first bucket
     assert names.index("b.weight") < names.index("c.weight")
     for dtype, padded, ns in plan:
         assert padded % hvd.size() == 0
@@ -311,6 +312,39 @@ def test_bucket_plan_identical_on_every_rank():
     ag = [i for kind, i in opt.launch_log if kind == "ag"]
     assert rs == list(reversed(range(g))) and ag == list(range(g))
     assert opt.launch_log.index(("ag", 0)) == g                    # every RS before any AG
+
+
+def test_buckets_never_split_a_layer():
+    """Unit test (no ranks): a layer's parameters (one module) share a bucket, since backward
+    produces them together: a weight that fills the threshold alone keeps its bias, which
+    would otherwise wait in the next bucket for the backward of the layer before. A norm
+    layer's few bytes ride with the next layer instead of making a bucket of their own."""
+    seq = torch.nn.Sequential(torch.nn.Embedding(10, 16), torch.nn.Linear(16, 32),
+                              torch.nn.Linear(32, 32), torch.nn.LayerNorm(32),
+                              torch.nn.Linear(32, 4))
+    named = list(seq.named_parameters())
+    weight = 32 * 32 * 4                                    # bytes of 2.weight
+    names = lambda plan: [[s.name for s in b.slots] for b in plan]          # noqa: E731
+    plan = plan_buckets(named, weight, world_size=3)
+    assert names(plan) == [["0.weight", "1.weight", "1.bias"], ["2.weight", "2.bias"],
+                           ["3.weight", "3.bias", "4.weight", "4.bias"]]
+    assert [b.index for b in plan] == [0, 1, 2]
+    assert all(b.padded % 3 == 0 and b.padded - b.numel < 3 for b in plan)
+    # first_bucket_bytes: bucket 0 holds as many layers as fit in it.
+    plan = plan_buckets(named, weight, world_size=3, first_bucket_bytes=700)
+    assert names(plan) == [["0.weight"], ["1.weight", "1.bias"], ["2.weight", "2.bias"],
+                           ["3.weight", "3.bias", "4.weight", "4.bias"]]
+    # The norm joins the layer after it although together they pass the threshold.
+    sandwich = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.LayerNorm(32),
+                                   torch.nn.Linear(32, 32))
+    plan = plan_buckets(list(sandwich.named_parameters()), weight + 128, world_size=1)
+    assert names(plan) == [["0.weight", "0.bias"], ["1.weight", "1.bias", "2.weight", "2.bias"]]
+    # A parameter of another dtype goes to a bucket of its own kind.
+    mixed = named[:2] + [("x.half", torch.nn.Parameter(torch.zeros(8, dtype=torch.float64)))] \
+        + named[2:]
+    plan = plan_buckets(mixed, weight, world_size=1)
+    assert [names([b]) for b in plan if b.dtype == torch.float64] == [[["x.half"]]]
+    assert sorted(n for ns in names(plan) for n in ns) == sorted(n for n, _ in mixed)
 
 
 @pytest.mark.parametrize("opt_x,scale", [(5.6, 1.0), (0.7, 3.0), (7.4, 0.5), (3.0, 1.0)])

@@ -2,7 +2,8 @@
 backward and an all-gather overlapped with the next forward. Selected by
 hvd.DistributedOptimizer(..., pipeline="dear", model=model); see docs/dear.md.
 
-    planner.py    buckets: observed forward order, bytes threshold, one dtype, padded to size
+    planner.py    buckets: observed forward order, whole layers, bytes threshold, one dtype,
+                  padded to the size
     bucket.py     one bucket's flat buffer and its reduce-scatter / all-gather handles
     hooks.py      forward pre-hooks, post-accumulate-grad hooks, state_dict pre-hook
     optimizer.py  step(), flush(), synchronize(): the schedule around the user's optimizer

@@ -108,8 +108,10 @@ class _DearMixin:
         self._bucket_bytes = int(threshold)
         self._version += 1
         named = [(n, self._by_name[n]) for n in self._order]
-        plans = plan_buckets(named, self._bucket_bytes, self.process_set.size(),
-                             self._first_bucket_bytes)
+        # Bucket 0 is reduce-scattered last and all-gathered first: neither half has compute
+        # to hide behind, so by default it is a quarter of the others.
+        first = self._first_bucket_bytes or max(1, self._bucket_bytes // 4)
+        plans = plan_buckets(named, self._bucket_bytes, self.process_set.size(), first)
         self._buckets = [Bucket(p, self._version) for p in plans]
         self._slot_bucket = {id(s.param): b for b in self._buckets for s in b.plan.slots}
         # Grad enabled: a module applies the buckets of the parameters it owns or is the

@@ -48,34 +48,54 @@ def _itemsize(dtype):
 def plan_buckets(named_params, threshold_bytes, world_size, first_bucket_bytes=None):
     """Groups (name, param) pairs, given in forward order, into BucketPlans.
 
-    A parameter joins the open bucket of its (dtype, device) while that bucket stays within
-    threshold_bytes (first_bucket_bytes for the first bucket made, when given); otherwise the
-    bucket closes and a new one opens. A parameter larger than the threshold gets a bucket of its
-    own. Buckets are numbered by their first parameter's position, so bucket 0 holds the first
+    The unit is a layer: consecutive parameters of one module (one name prefix) and one kind
+    (dtype, device), never split, because backward produces them together (a linear layer's
+    weight and bias come out of one node). A layer joins the open bucket of its kind while the
+    bucket stays within threshold_bytes (first_bucket_bytes for bucket 0, when given); one that
+    would overflow it starts a new bucket, unless the open one holds less than a quarter of the
+    threshold (a norm layer's few bytes then ride with the next layer instead of making a bucket
+    of their own). A layer larger than the threshold gets a bucket of its own. Bucket 0 closes
+    as soon as it reaches first_bucket_bytes.
+
+    Buckets are numbered by their first parameter's position, so bucket 0 holds the first
     parameters the forward pass needs. Returns the list of BucketPlans, numbered 0..G-1."""
     if threshold_bytes <= 0:
         raise ValueError("bucket threshold must be positive, got %r" % (threshold_bytes,))
     if world_size <= 0:
         raise ValueError("world size must be positive, got %r" % (world_size,))
     buckets, open_by_kind = [], {}
-    for name, p in named_params:
-        kind = (p.dtype, p.device)
+    for kind, layer, nbytes in _layers(named_params):
         b = open_by_kind.get(kind)
         limit = first_bucket_bytes if (first_bucket_bytes and b is not None and b.index == 0) \
             else threshold_bytes
-        nbytes = p.numel() * p.element_size()
-        if b is None or (b.slots and b.nbytes() + nbytes > limit):
-            b = BucketPlan(len(buckets), p.dtype, p.device)
+        if b is None or (b.nbytes() + nbytes > limit and 4 * b.nbytes() >= limit):
+            b = BucketPlan(len(buckets), kind[0], kind[1])
             buckets.append(b)
             open_by_kind[kind] = b
-        b.slots.append(Slot(p, name, b.index, b.numel))
-        b.numel += p.numel()
+        for name, p in layer:
+            b.slots.append(Slot(p, name, b.index, b.numel))
+            b.numel += p.numel()
         # The first bucket closes as soon as it reaches its own (smaller) size.
         if first_bucket_bytes and b.index == 0 and b.nbytes() >= first_bucket_bytes:
             open_by_kind.pop(kind)
     for b in buckets:
         b.padded = -(-b.numel // world_size) * world_size if b.numel else world_size
     return buckets
+
+
+def _layers(named_params):
+    """[(kind, [(name, param)], bytes)]: runs of consecutive parameters with one name prefix
+    (their module) and one (dtype, device)."""
+    out = []
+    for name, p in named_params:
+        kind = (p.dtype, p.device)
+        key = (kind, name.rpartition(".")[0])
+        if out and out[-1][3] == key:
+            out[-1][1].append((name, p))
+        else:
+            out.append([kind, [(name, p)], 0, key])
+        out[-1][2] += p.numel() * p.element_size()
+    return [(kind, layer, nbytes) for kind, layer, nbytes, _ in out]
 
 
 def forward_plan(model, traced, wanted):
