@@ -302,7 +302,7 @@ def test_bucket_plan_identical_on_every_rank():
     assert hvd.allgather_object(opt.launch_log) == [opt.launch_log] * hvd.size()
     names = [n for _, _, ns in plan for n in ns]
     assert names[:2] == ["a.weight", "a.bias"]                    # observed order, not modules()
-    assert plan[0][2] == ("a.weight", "a.bias")                   # small first bucket
+    assert plan[0][2] == ("a.weight",)                             # small first bucket
     assert names.index("b.weight") < names.index("c.weight")
     for dtype, padded, ns in plan:
         assert padded % hvd.size() == 0
@@ -339,6 +339,11 @@ def test_buckets_never_split_a_layer():
                                    torch.nn.Linear(32, 32))
     plan = plan_buckets(list(sandwich.named_parameters()), weight + 128, world_size=1)
     assert names(plan) == [["0.weight", "0.bias"], ["1.weight", "1.bias", "2.weight", "2.bias"]]
+    # Many large tensors of one module are still cut at the threshold.
+    plist = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(32, 32)) for _ in range(4)])
+    top = [("w%d" % i, torch.nn.Parameter(torch.zeros(32, 32))) for i in range(3)]
+    assert [len(b.slots) for b in plan_buckets(list(plist.named_parameters()) + top, weight,
+                                               world_size=1)] == [1] * 7
     # A parameter of another dtype goes to a bucket of its own kind.
     mixed = named[:2] + [("x.half", torch.nn.Parameter(torch.zeros(8, dtype=torch.float64)))] \
         + named[2:]

@@ -49,13 +49,16 @@ def plan_buckets(named_params, threshold_bytes, world_size, first_bucket_bytes=N
     """Groups (name, param) pairs, given in forward order, into BucketPlans.
 
     The unit is a layer: consecutive parameters of one module (one name prefix) and one kind
-    (dtype, device), never split, because backward produces them together (a linear layer's
-    weight and bias come out of one node). A layer joins the open bucket of its kind while the
-    bucket stays within threshold_bytes (first_bucket_bytes for bucket 0, when given); one that
-    would overflow it starts a new bucket, unless the open one holds less than a quarter of the
-    threshold (a norm layer's few bytes then ride with the next layer instead of making a bucket
-    of their own). A layer larger than the threshold gets a bucket of its own. Bucket 0 closes
-    as soon as it reaches first_bucket_bytes.
+    (dtype, device), kept together because backward produces them together (a linear layer's
+    weight and bias come out of one node). Only a module holding many large tensors (a
+    ParameterList, the top module's own parameters) is cut, before a parameter of a quarter of
+    the threshold or more that would take its run past the threshold.
+
+    A layer joins the open bucket of its kind while the bucket stays within threshold_bytes
+    (first_bucket_bytes for bucket 0, when given); one that would overflow it starts a new
+    bucket, unless the open one holds less than a quarter of the threshold (a norm layer's few
+    bytes then ride with the next layer instead of making a bucket of their own). Bucket 0
+    closes as soon as it reaches first_bucket_bytes.
 
     Buckets are numbered by their first parameter's position, so bucket 0 holds the first
     parameters the forward pass needs. Returns the list of BucketPlans, numbered 0..G-1."""
@@ -64,7 +67,7 @@ def plan_buckets(named_params, threshold_bytes, world_size, first_bucket_bytes=N
     if world_size <= 0:
         raise ValueError("world size must be positive, got %r" % (world_size,))
     buckets, open_by_kind = [], {}
-    for kind, layer, nbytes in _layers(named_params):
+    for kind, layer, nbytes in _layers(named_params, threshold_bytes):
         b = open_by_kind.get(kind)
         limit = first_bucket_bytes if (first_bucket_bytes and b is not None and b.index == 0) \
             else threshold_bytes
@@ -83,18 +86,21 @@ def plan_buckets(named_params, threshold_bytes, world_size, first_bucket_bytes=N
     return buckets
 
 
-def _layers(named_params):
+def _layers(named_params, threshold_bytes):
     """[(kind, [(name, param)], bytes)]: runs of consecutive parameters with one name prefix
-    (their module) and one (dtype, device)."""
+    (their module) and one (dtype, device); a run ends before a large parameter (a quarter of
+    the threshold or more) that would take it past the threshold."""
     out = []
     for name, p in named_params:
         kind = (p.dtype, p.device)
         key = (kind, name.rpartition(".")[0])
-        if out and out[-1][3] == key:
+        nbytes = p.numel() * p.element_size()
+        if out and out[-1][3] == key and not (4 * nbytes >= threshold_bytes and
+                                              out[-1][2] + nbytes > threshold_bytes):
             out[-1][1].append((name, p))
         else:
             out.append([kind, [(name, p)], 0, key])
-        out[-1][2] += p.numel() * p.element_size()
+        out[-1][2] += nbytes
     return [(kind, layer, nbytes) for kind, layer, nbytes, _ in out]
 
 
