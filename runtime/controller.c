@@ -304,9 +304,18 @@ static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* o
   return HVDS_SUCCESS;
 }
 
+/* Entries by submission order. */
+static int by_seq(const void* a, const void* b) {
+  uint64_t x = (*(hvds_entry_t* const*)a)->seq, y = (*(hvds_entry_t* const*)b)->seq;
+  return (x > y) - (x < y);
+}
+
 /* Slow path: this rank's uncached requests go to the set's rank 0, every rank gets its answer
- * and caches it in the same order, so slot numbers keep agreeing. */
+ * and caches it in the same order, so slot numbers keep agreeing. The requests go in submission
+ * order (Horovod's queue is first in, first out): rank 0 answers in the order names become
+ * ready, so what a rank queued before a barrier runs before the barrier completes. */
 static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
+  hvds_entry_t** asking = NULL;
   hvds_request_t* mine = NULL;
   int32_t nmine = 0, capmine = 0;
   hvds_result_t rc = HVDS_SUCCESS;
@@ -319,17 +328,28 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
     if (e->sent || e->ordered || classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
     if (nmine == capmine) {
       capmine = capmine ? capmine * 2 : 16;
-      hvds_request_t* m = realloc(mine, (size_t)capmine * sizeof(*m));
-      if (m == NULL) {
+      hvds_entry_t** a = realloc(asking, (size_t)capmine * sizeof(*a));
+      if (a == NULL) {
         rc = HVDS_SYSTEM_ERROR;
         break;
       }
-      mine = m;
+      asking = a;
     }
-    mine[nmine++] = r; /* borrows e's name */
+    asking[nmine++] = e;
+  }
+  if (nmine > 0 && rc == HVDS_SUCCESS) {
+    qsort(asking, (size_t)nmine, sizeof(*asking), by_seq);
+    mine = malloc((size_t)nmine * sizeof(*mine));
+    if (mine == NULL) rc = HVDS_SYSTEM_ERROR;
+  }
+  for (int32_t k = 0; k < nmine && rc == HVDS_SUCCESS; k++) {
+    hvds_entry_t* e = asking[k];
+    entry_to_request(s, e, &mine[k]); /* borrows e's name */
     e->sent = 1;
     if (e->type == HVDS_MSG_JOIN) s->joined = 1;
   }
+  free(asking);
+  if (rc != HVDS_SUCCESS) nmine = 0;
   hvds_response_t* slow = NULL;
   int32_t nslow = 0;
   if (rc == HVDS_SUCCESS) rc = slow_path(s, mine, nmine, &slow, &nslow);

@@ -90,6 +90,7 @@ hvds_result_t hvds__enqueue_submit_all(hvds_runtime_t* rt, hvds_entry_t** es, in
     hvds_entry_t* e = es[i];
     e->handle = h;
     e->index = i;
+    e->seq = rt->entries_queued++;
     hvds__name_map_put(&s->inflight, e->name, e);
     if (s->q_tail)
       s->q_tail->next = e;

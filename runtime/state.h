@@ -60,6 +60,7 @@ typedef struct hvds_entry {
   hvds_handle_rec_t* handle;  /* completion target */
   int32_t index;              /* position within the handle's outputs */
   double enqueue_time;        /* seconds, monotonic */
+  uint64_t seq;               /* this rank's submission order: the slow path asks in it */
   int sent;                   /* coord: request sent to the set's coordinator */
   int ordered;                /* runs in the ordered fast lane (lane.h) */
   int lane_warned;            /* coord: the lane's stall warning was given */
@@ -161,6 +162,7 @@ typedef struct hvds_runtime {
   pthread_cond_t qcv;            /* signalled on enqueue and shutdown request */
   int wake;                      /* qmu: new work since the coordinator last looked */
   uint64_t enqueued;             /* qmu (atomic reads without): operations queued so far */
+  uint64_t entries_queued;       /* qmu: entries queued so far (numbers each entry's seq) */
   int coord_sleeping;            /* qmu: the coordinator waits on qcv */
   int coord_bell_sleeping;       /* qmu: the coordinator waits on the world doorbell */
   int coord_sleeps_forever;      /* qmu: its wait on qcv has no deadline */

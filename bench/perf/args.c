@@ -26,6 +26,8 @@ static void usage(FILE* f) {
           "  -o OP        sum | avg | min | max | prod (allreduce, reducescatter; default sum)\n"
           "  -r RANK      broadcast root (default 0)\n"
           "  --oop        allreduce out of place (default in place)\n"
+          "  --times FILE rank 0 writes each timed iteration's time (slowest rank), in the\n"
+          "               order they ran, as CSV rows bytes,iteration,us (warm-up visible)\n"
           "Sizes are the allreduce/broadcast tensor, the allgather output, the reducescatter\n"
           "input and the alltoall send buffer, in bytes.\n");
 }
@@ -37,7 +39,8 @@ static int parse_own(int argc, char** argv, int* i, perf_args_t* a) {
     a->inplace = 0;
     return 1;
   }
-  if (strcmp(opt, "-d") && strcmp(opt, "-o") && strcmp(opt, "-r")) return 0;
+  if (strcmp(opt, "-d") && strcmp(opt, "-o") && strcmp(opt, "-r") && strcmp(opt, "--times"))
+    return 0;
   if (*i + 1 >= argc) {
     fprintf(stderr, "%s needs a value\n", opt);
     return -1;
@@ -52,6 +55,7 @@ static int parse_own(int argc, char** argv, int* i, perf_args_t* a) {
     return -1;
   }
   if (!strcmp(opt, "-r")) a->root = atoi(val);
+  if (!strcmp(opt, "--times")) a->times = val;
   return 1;
 }
 

@@ -76,6 +76,18 @@ static int reduce_stats(const perf_args_t* a, double* stats, int n, long* wrong)
   return 0;
 }
 
+/* --times: the iterations' times in the order they ran, before the statistics sort them. */
+static int write_times(const perf_args_t* a, size_t bytes, const double* t, int n) {
+  if (a->times == NULL || a->rank != 0) return 0;
+  FILE* f = fopen(a->times, "a");
+  if (f == NULL) {
+    fprintf(stderr, "rank 0: cannot write --times file %s\n", a->times);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) fprintf(f, "%zu,%d,%.3f\n", bytes, i, t[i]);
+  return fclose(f) == 0 ? 0 : -1;
+}
+
 /* Runs one size. Returns 0 with *row filled, 1 when the size holds no element, -1 on failure. */
 static int run_size(const perf_args_t* a, const perf_coll_t* coll, size_t bytes, double* stats,
                     hvds_bench_row_t* row) {
@@ -94,6 +106,7 @@ static int run_size(const perf_args_t* a, const perf_coll_t* coll, size_t bytes,
   if (rc != 0) return -1;
   stats[a->sweep.iters] = max_err;
   if (reduce_stats(a, stats, a->sweep.iters + 1, &wrong) != 0) return -1;
+  if (write_times(a, c.count * c.esz, stats, a->sweep.iters) != 0) return -1;
   hvds_bench_row_t r = {0};
   r.impl = a->sweep.label;
   r.coll = coll->name;

@@ -17,6 +17,7 @@ typedef struct {
   hvds_reduce_op_t op; /* -o: allreduce and reducescatter */
   int inplace;         /* allreduce: output aliases input (default); --oop turns it off */
   int root;            /* -r: broadcast root */
+  const char* times;   /* --times: rank 0 writes every timed iteration's time here, in order */
   int rank, np;        /* filled after hvds_init() */
 } perf_args_t;
 

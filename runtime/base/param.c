@@ -32,6 +32,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int loaded;
 static char* values[HVDS_PARAM_COUNT]; /* owned copies; NULL = unset with no default */
 static int explicit_set[HVDS_PARAM_COUNT];
+static char** retired; /* overridden values (hvds__param_set_str), never freed */
+static size_t nretired;
 
 static char* lookup(const char* suffix, int* found) {
   static const char* const prefixes[] = {"HVDSPARSE_", "HOROVOD_"};
@@ -91,7 +93,15 @@ int hvds__param_is_set(hvds_param_id_t id) {
 void hvds__param_set_str(hvds_param_id_t id, const char* s) {
   pthread_mutex_lock(&mu);
   if (!loaded) load_locked();
-  /* The old string is leaked on purpose: readers may still hold it. Overrides are rare. */
+  /* Readers may still hold the old string: it is kept, reachable, until the process ends.
+   * Overrides are rare (tests); if the list cannot grow the string is let go the same way. */
+  if (values[id] != NULL) {
+    char** r = realloc(retired, (nretired + 1) * sizeof(*r));
+    if (r != NULL) {
+      retired = r;
+      retired[nretired++] = values[id];
+    }
+  }
   values[id] = s ? strdup(s) : NULL;
   pthread_mutex_unlock(&mu);
 }

@@ -87,6 +87,35 @@ TEST_F(Queue, ReleasingPendingHandlesIsSafe) {
   hvds_release(h);
 }
 
+// A barrier is a fence for the rank that queues it: when it completes, so has everything the
+// rank queued before it (ReleasingPendingHandlesIsSafe frees its buffers on that promise).
+TEST_F(Queue, ABarrierCompletesAfterEveryOperationQueuedBeforeIt) {
+  // A few operations a round, so that the order names happen to take cannot hide a barrier
+  // that runs before them.
+  for (int round = 0; round < 100; round++) {
+    std::vector<std::vector<float>> data(1 + round % 3, std::vector<float>(1024, 1.0f));
+    std::vector<hvds_handle_t> hs(data.size());
+    for (size_t i = 0; i < data.size(); i++) {
+      hvds_tensor_t t = Floats(data[i]);
+      hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+      std::string name = "fence" + std::to_string(round) + "." + std::to_string(i);
+      o.name = name.c_str();
+      ASSERT_EQ(hvds_allreduce_async(&t, &t, &o, &hs[i]), HVDS_SUCCESS);
+    }
+    hvds_handle_t b;
+    ASSERT_EQ(hvds_barrier_async(0, &b), HVDS_SUCCESS);
+    ASSERT_EQ(hvds_wait(b, 10000), HVDS_SUCCESS);
+    hvds_release(b);
+    int unfinished = 0;
+    for (hvds_handle_t h : hs) unfinished += hvds_poll(h) != 1;
+    EXPECT_EQ(unfinished, 0) << "round " << round;
+    for (hvds_handle_t h : hs) {
+      ASSERT_EQ(hvds_wait(h, 10000), HVDS_SUCCESS);
+      hvds_release(h);
+    }
+  }
+}
+
 TEST_F(Queue, RuntimeOwnedOutputsCanBeTaken) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
   hvds_tensor_t t = {a.data(), HVDS_FLOAT32, -1, 2, {3, 2}};
