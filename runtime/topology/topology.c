@@ -245,9 +245,15 @@ static int auto_binds(const hvds_topo_t* t, int local_size) {
   int cores = hwloc_get_nbobjs_by_type(t->t, core_type(t));
   if (cores < local_size && (cores < 2 || local_size % cores != 0)) return 0;
   if (bound_here) return 1;
+  /* The calling thread too: a binding set on it alone (os.sched_setaffinity from Python after
+   * the framework started its threads) is a choice to keep, though other threads still hold
+   * every CPU (a sanitizer's background thread does). */
   hwloc_bitmap_t now = hwloc_bitmap_alloc();
+  const hwloc_const_bitmap_t all = hwloc_topology_get_topology_cpuset(t->t);
   int whole = now != NULL && hwloc_get_cpubind(t->t, now, HWLOC_CPUBIND_PROCESS) == 0 &&
-              hwloc_bitmap_isincluded(hwloc_topology_get_topology_cpuset(t->t), now);
+              hwloc_bitmap_isincluded(all, now) &&
+              hwloc_get_cpubind(t->t, now, HWLOC_CPUBIND_THREAD) == 0 &&
+              hwloc_bitmap_isincluded(all, now);
   hwloc_bitmap_free(now);
   return whole;
 }
