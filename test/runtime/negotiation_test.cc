@@ -7,6 +7,9 @@
 #include <ostream>
 #include <vector>
 
+#include "controller.h"
+#include "enqueue.h"
+#include "execute.h"
 #include "handle.h"
 #include "instance_ranks.h"
 
@@ -176,6 +179,45 @@ TEST(NegotiationPaths, ProcessSetDecidesAtItsOwnRankZero) {
               "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [2], but "
               "another rank sent a tensor of shape [3]. [tensor: in_set; ranks 1 and 2]");
     hvds__release(rt, h);
+  });
+}
+
+// Rank 0 answers in the order names become ready and every rank asks in the order it queued:
+// a barrier runs after the allreduces queued before it, whatever their names (the pending
+// table's own order is a hash's).
+TEST(NegotiationOrder, ABarrierRunsAfterTheOperationsQueuedBeforeIt) {
+  InstanceRanks ranks(3);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    for (int round = 0; round < 20; round++) {
+      std::vector<std::vector<float>> vs(1 + round % 4, std::vector<float>(4, 1.0f));
+      std::vector<hvds_handle_t> hs;
+      for (size_t i = 0; i < vs.size(); i++) {
+        std::string name = "r" + std::to_string(round) + "." + std::to_string(i);
+        hs.push_back(Submit(rt, HVDS_MSG_ALLREDUCE, name.c_str(), Tensor(vs[i])));
+      }
+      hvds_handle_t b = 0;
+      ASSERT_EQ(hvds__enqueue_control(rt, HVDS_MSG_BARRIER, "Barrier", "barrier.noname", 0, 0, &b),
+                HVDS_SUCCESS);
+      ranks.Sync();
+      hvds_response_t* resps = nullptr;
+      int32_t n = 0;
+      int shutdown = 0;
+      ASSERT_EQ(hvds__negotiate(rt->psets[0], 0, &resps, &n, &shutdown), HVDS_SUCCESS);
+      ASSERT_GT(n, 0);
+      EXPECT_EQ(resps[n - 1].type, HVDS_MSG_BARRIER) << "round " << round;
+      for (int32_t i = 0; i < n; i++) {
+        EXPECT_EQ(hvds__execute(rt->psets[0], &resps[i]), HVDS_SUCCESS);
+        hvds__response_free(&resps[i]);
+      }
+      free(resps);
+      for (hvds_handle_t h : hs) {
+        EXPECT_EQ(Peek(rt, h).status, HVDS_SUCCESS) << Peek(rt, h).message;
+        hvds__release(rt, h);
+      }
+      EXPECT_EQ(Peek(rt, b).status, HVDS_SUCCESS) << Peek(rt, b).message;
+      hvds__release(rt, b);
+      for (const auto& v : vs) EXPECT_EQ(v, std::vector<float>(4, 3.0f));
+    }
   });
 }
 
