@@ -326,6 +326,10 @@ static hvds_result_t slow_round(hvds_pset_t* s, resp_list_t* out) {
     hvds_request_t r;
     int32_t bit;
     if (e->sent || e->ordered || classify(s, e, &r, &bit) == HVDS_CACHE_HIT) continue;
+    /* The lane runs HVDS_LANE_MAX a cycle: a barrier is asked for once the ordered operations
+     * queued before it have run (asking late is every rank's right; the lane needs no barrier
+     * to go on). */
+    if (e->type == HVDS_MSG_BARRIER && s->lane_head && s->lane_head->seq < e->seq) continue;
     if (nmine == capmine) {
       capmine = capmine ? capmine * 2 : 16;
       hvds_entry_t** a = realloc(asking, (size_t)capmine * sizeof(*a));

@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "controller.h"
+#include "enqueue.h"
+#include "execute.h"
 #include "handle.h"
+#include "lane.h"
 #include "instance_ranks.h"
 
 namespace {
@@ -84,6 +88,49 @@ TEST(NegotiationLane, DifferentOrderFailsThatPositionOnEveryRank) {
     EXPECT_EQ(Peek(rt, hz).status, HVDS_SUCCESS) << Peek(rt, hz).message;
     EXPECT_EQ(z, std::vector<float>(4, 2.0f));
     hvds__release(rt, hz);
+  });
+}
+
+// More ordered operations than a cycle runs, then a barrier: the barrier completes only after
+// every one of them (it is asked for once the lane has drained up to it).
+TEST(NegotiationLane, ABarrierWaitsForTheOrderedOperationsQueuedBeforeIt) {
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    const int count = 2 * HVDS_LANE_MAX + 3;
+    std::vector<std::vector<float>> vs(count, std::vector<float>(4, rank + 1.0f));
+    std::vector<hvds_handle_t> hs;
+    for (int i = 0; i < count; i++)
+      hs.push_back(SubmitOrdered(rt, ("lane" + std::to_string(i)).c_str(), vs[i]));
+    hvds_handle_t b = 0;
+    ASSERT_EQ(hvds__enqueue_control(rt, HVDS_MSG_BARRIER, "Barrier", "barrier.noname", 0, 0, &b),
+              HVDS_SUCCESS);
+    ranks.Sync();
+    int cycles = 0;
+    while (!Done(rt, b) && cycles < 10) {
+      hvds_response_t* resps = nullptr;
+      int32_t n = 0;
+      int shutdown = 0;
+      ASSERT_EQ(hvds__negotiate(rt->psets[0], 0, &resps, &n, &shutdown), HVDS_SUCCESS);
+      for (int32_t i = 0; i < n; i++) {
+        if (resps[i].type == HVDS_MSG_BARRIER) {
+          int unfinished = 0;
+          for (hvds_handle_t h : hs) unfinished += !Done(rt, h);
+          EXPECT_EQ(unfinished, 0) << "cycle " << cycles;
+        }
+        EXPECT_EQ(hvds__execute(rt->psets[0], &resps[i]), HVDS_SUCCESS);
+        hvds__response_free(&resps[i]);
+      }
+      free(resps);
+      cycles++;
+    }
+    EXPECT_EQ(Peek(rt, b).status, HVDS_SUCCESS) << Peek(rt, b).message;
+    EXPECT_EQ(cycles, 3);  // 8, 8 and 3 ordered operations, the barrier with the last 3
+    hvds__release(rt, b);
+    for (int i = 0; i < count; i++) {
+      EXPECT_EQ(Peek(rt, hs[i]).status, HVDS_SUCCESS) << Peek(rt, hs[i]).message;
+      hvds__release(rt, hs[i]);
+      EXPECT_EQ(vs[i], std::vector<float>(4, 3.0f));
+    }
   });
 }
 
