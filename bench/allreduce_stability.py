@@ -13,10 +13,11 @@ and among them the machine alone, twice: `memory_pass -b SIZE -t N -n LONG -w WA
 one per rank and pinned as the ranks are, each adding a buffer of SIZE into another between
 barriers: the memory work of the allreduce without its communication), and the same with -x
 (exchange: the threads also read each other's freshly written parts, as the ranks of a
-shared-memory allreduce do, with no protocol at all). Reports per point: each implementation's
-median over the rounds, every job's max/min over the rounds (no collective that moves the same
-bytes between the same CPUs can be steadier than the exchange pass), short / long, and
-hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
+shared-memory allreduce do, with no protocol at all), long and, like hvdsparse-short, with -n
+SHORT -w 0. Reports per point: each implementation's median over the rounds, every job's
+max/min over the rounds (no collective that moves the same bytes between the same CPUs can be
+steadier than the exchange pass), short / long for hvdsparse and for the exchange pass (what
+warms up in the machine itself), and hvdsparse / Open MPI (time; below 1 hvdsparse is faster).
 
     python3 bench/allreduce_stability.py --build build --np 2,4 --sizes 64K,1M,16M --runs 8
 Writes OUT/stability_raw.csv (one row per job) and OUT/stability.md (the table).
@@ -91,9 +92,10 @@ def table(raw, short):
     nps = sorted({r["np"] for r in raw})
     sizes = sorted({r["bytes"] for r in raw})
     lines = ["| np | size | long ops | hvdsparse us (min-max) | max/min | short (%d ops) us | "
-             "short / long | Open MPI us (min-max) | Open MPI max/min | machine's memory pass "
-             "max/min | machine's exchange pass us, max/min | hvdsparse / Open MPI |" % short,
-             "|---" * 12 + "|"]
+             "short / long | machine's exchange pass short / long | Open MPI us (min-max) | "
+             "Open MPI max/min | machine's memory pass max/min | machine's exchange pass us, "
+             "max/min | hvdsparse / Open MPI |" % short,
+             "|---" * 13 + "|"]
     for np_ in nps:
         for size in sizes:
             def times(impl):
@@ -101,6 +103,9 @@ def table(raw, short):
                         if r["impl"] == impl and r["np"] == np_ and r["bytes"] == size]
             h, s, m = times("hvdsparse"), times("hvdsparse-short"), times("mpi")
             machine, exchange = times("machine"), times("exchange")
+            xs = times("exchange-short")
+            warming = "%.2f" % (statistics.median(xs) / statistics.median(exchange)) \
+                if xs and exchange else "-"
             spread = "%.2f" % (max(machine) / min(machine)) if machine else "-"
             handoff = "%.1f, %.2f" % (statistics.median(exchange), max(exchange) / min(exchange)) \
                 if exchange else "-"
@@ -109,10 +114,11 @@ def table(raw, short):
             n = [r["iters"] for r in raw if r["impl"] == "hvdsparse" and r["np"] == np_
                  and r["bytes"] == size][0]
             hm, sm, mm = statistics.median(h), statistics.median(s), statistics.median(m)
-            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f "
+            lines.append("| %d | %s | %d | %.1f (%.1f-%.1f) | %.2f | %.1f | %.2f | %s "
                          "| %.1f (%.1f-%.1f) | %.2f | %s | %s | %.2f |"
                          % (np_, human(size), n, hm, min(h), max(h), max(h) / min(h), sm, sm / hm,
-                            mm, min(m), max(m), max(m) / min(m), spread, handoff, hm / mm))
+                            warming, mm, min(m), max(m), max(m) / min(m), spread, handoff,
+                            hm / mm))
     return "\n".join(lines) + "\n"
 
 
@@ -135,12 +141,12 @@ def main():
             n = long_iters(args, np_, size, probe)
             kinds = [("hvdsparse", n, args.warmup), ("hvdsparse-short", args.short, 0),
                      ("mpi", n, args.warmup), ("machine", n, args.warmup),
-                     ("exchange", n, args.warmup)]
+                     ("exchange", n, args.warmup), ("exchange-short", args.short, 0)]
             for run in range(args.runs):
                 order = kinds[run % len(kinds):] + kinds[:run % len(kinds)]
                 for impl, iters, warm in order:
-                    r = job(args, impl if impl != "hvdsparse-short" else "hvdsparse", np_, size,
-                            iters, warm)
+                    r = job(args, impl[:-len("-short")] if impl.endswith("-short") else impl,
+                            np_, size, iters, warm)
                     r.update(impl=impl, run=run)
                     raw.append(r)
                     print("np %d %9d B run %d %-15s %10.1f us (first %.1f, load %.1f)" % (

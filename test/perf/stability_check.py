@@ -1,11 +1,12 @@
 """Runs bench/allreduce_stability.py (part of `make bench`) at its smallest, np 2 at 64 KiB, two
-rounds of a few operations, and checks what it wrote: every round holds its five jobs (hvdsparse's
-long and short runs, Open MPI's, the machine's memory and exchange passes), each with a positive
-time and the operations asked for, and the table one row whose spreads are the rounds' max/min,
-the machine's among them. Then memory_pass alone: a pass prints its CSV row with min <= median <=
-max, with and without -x (whose threads check that every part came back), on parts of unequal
-length too, and a call without a size exits 2 with its usage. Each job has the script's own time
-limit.
+rounds of a few operations, and checks what it wrote: every round holds its six jobs (hvdsparse's
+long and short runs, Open MPI's, the machine's memory pass and its exchange pass long and short),
+each with a positive time and the operations asked for, and the table one row whose spreads are
+the rounds' max/min, the machine's among them, and whose machine short / long is the exchange
+pass's. Then memory_pass alone: a pass prints its CSV row with min <= median <= max, with and
+without -x (whose threads check that every part came back), on parts of unequal length and in
+several rounds too; --times appends one line per pass in order; a call without a size exits 2
+with its usage. Each job has the script's own time limit.
 
     python3 stability_check.py BUILD_DIR
 """
@@ -15,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine", "exchange"]
+IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine", "exchange", "exchange-short"]
 
 
 def fail(msg):
@@ -36,7 +37,7 @@ def check_table(build, out):
         if got != sorted(IMPLS):
             fail("round %s ran %s, not one job of each of %s" % (run, got, IMPLS))
     for row in raw:
-        want = "5" if row["impl"] == "hvdsparse-short" else "30"
+        want = "5" if row["impl"].endswith("-short") else "30"
         if float(row["time_us"]) <= 0 or row["iters"] != want or row["bytes"] != "65536":
             fail("implausible row %s" % row)
     with open(os.path.join(out, "stability.md")) as f:
@@ -44,30 +45,51 @@ def check_table(build, out):
     if len(lines) != 1:
         fail("the table has %d rows for np 2, not 1" % len(lines))
     cells = [c.strip() for c in lines[0].strip("|").split("|")]
-    if len(cells) != 12:
-        fail("a row of %d cells, not 12: %s" % (len(cells), lines[0]))
-    machine = [float(row["time_us"]) for row in raw if row["impl"] == "machine"]
-    if abs(float(cells[9]) - max(machine) / min(machine)) > 0.006:
-        fail("the machine's max/min reads %s, its runs %s" % (cells[9], machine))
-    exchange = [float(row["time_us"]) for row in raw if row["impl"] == "exchange"]
-    if abs(float(cells[10].split(", ")[1]) - max(exchange) / min(exchange)) > 0.006:
-        fail("the exchange pass's max/min reads %s, its runs %s" % (cells[10], exchange))
+    if len(cells) != 13:
+        fail("a row of %d cells, not 13: %s" % (len(cells), lines[0]))
+
+    def times(impl):
+        return [float(row["time_us"]) for row in raw if row["impl"] == impl]
+
+    machine, exchange, short = times("machine"), times("exchange"), times("exchange-short")
+    if abs(float(cells[10]) - max(machine) / min(machine)) > 0.006:
+        fail("the machine's max/min reads %s, its runs %s" % (cells[10], machine))
+    if abs(float(cells[11].split(", ")[1]) - max(exchange) / min(exchange)) > 0.006:
+        fail("the exchange pass's max/min reads %s, its runs %s" % (cells[11], exchange))
+    warming = (sum(short) / 2) / (sum(exchange) / 2)  # two rounds: the median is the mean
+    if abs(float(cells[7]) - warming) > 0.006:
+        fail("the exchange pass's short / long reads %s, its runs %s and %s"
+             % (cells[7], short, exchange))
 
 
 def check_memory_pass(build):
     tool = os.path.join(build, "bin", "memory_pass")
-    for size, threads, extra in (("64K", "2", []), ("64K", "2", ["-x"]), ("1000", "3", ["-x"])):
+    for size, threads, extra in (("64K", "2", []), ("64K", "2", ["-x"]), ("1000", "3", ["-x"]),
+                                 ("1M", "3", ["-x", "-r", "256K"])):
         r = subprocess.run([tool, "-b", size, "-t", threads, "-n", "5", "--csv"] + extra,
                            capture_output=True, text=True, timeout=60)
         rows = r.stdout.split()
         if r.returncode != 0 or len(rows) != 2:
             fail("memory_pass %s exited %d: %s %s" % (extra, r.returncode, r.stdout, r.stderr))
         row = dict(zip(rows[0].split(","), rows[1].split(",")))
-        want = str(int(size.replace("K", "")) * (1024 if "K" in size else 1))
+        want = str(int(size.strip("KM")) * {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1))
         if row["bytes"] != want or row["threads"] != threads or row["iters"] != "5":
             fail("memory_pass row %s" % row)
         if not 0 < float(row["min_us"]) <= float(row["time_us"]) <= float(row["max_us"]):
             fail("memory_pass times out of order: %s" % row)
+    path = os.path.join(build, "test-stability-times.csv")
+    if os.path.exists(path):
+        os.remove(path)
+    for _ in range(2):  # appends
+        r = subprocess.run([tool, "-b", "64K", "-t", "2", "-x", "-n", "7", "-w", "0", "--times",
+                            path], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            fail("memory_pass --times exited %d: %s" % (r.returncode, r.stderr))
+    with open(path) as f:
+        rows = [ln.split(",") for ln in f.read().split()]
+    if [(b, int(i)) for b, i, _ in rows] != [("65536", i) for i in range(7)] * 2 or \
+            min(float(t) for _, _, t in rows) <= 0:
+        fail("memory_pass --times wrote %s" % rows)
     r = subprocess.run([tool, "-t", "2"], capture_output=True, text=True, timeout=60)
     if r.returncode != 2 or "usage: memory_pass -b SIZE" not in r.stderr:
         fail("memory_pass without a size exited %d: %s" % (r.returncode, r.stderr))
@@ -78,7 +100,8 @@ def main():
     out = os.path.join(build, "test-stability")
     check_memory_pass(build)
     check_table(build, out)
-    print("OK: five jobs per round, the table's spreads, memory_pass's rows and usage")
+    print("OK: six jobs per round, the table's spreads and short / long, memory_pass's rows, "
+          "times and usage")
 
 
 if __name__ == "__main__":
