@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "collectives.h"
+#include "copy.h"
 #include "device_route.h"
 #include "device_staging.h"
 #include "dtype.h"
@@ -124,7 +125,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
   if (single) {
     /* No fusion copy: reduce in the caller's output. */
     buf = e0->output.data;
-    if (buf != e0->input.data && total) memcpy(buf, e0->input.data, total * esz);
+    if (buf != e0->input.data && total) hvds__copy(buf, e0->input.data, total * esz);
   } else {
     buf = hvds__fusion_buffer(rt, total * esz);
     if (buf == NULL) {
@@ -136,7 +137,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
     for (int32_t i = 0; i < x->n; i++) {
       size_t b = (size_t)r->sizes[i] * esz;
       if (x->entries[i])
-        memcpy((char*)buf + off, x->entries[i]->input.data, b);
+        hvds__copy((char*)buf + off, x->entries[i]->input.data, b);
       else
         memset((char*)buf + off, 0, b); /* joined rank contributes zeros */
       off += b;
@@ -156,7 +157,7 @@ static hvds_result_t exec_allreduce(hvds_pset_t* s, hvds_response_t* r, hvds_exe
     size_t off = 0;
     for (int32_t i = 0; i < x->n; i++) {
       size_t b = (size_t)r->sizes[i] * esz;
-      if (x->entries[i]) memcpy(x->entries[i]->output.data, (char*)buf + off, b);
+      if (x->entries[i]) hvds__copy(x->entries[i]->output.data, (char*)buf + off, b);
       off += b;
     }
     hvds__tl_activity(rt, r, NULL);

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "collectives.h"
+#include "copy.h"
 #include "dtype.h"
 #include "exec_layout.h"
 #include "p2p.h"
@@ -45,7 +46,7 @@ hvds_result_t hvds__exec_allgather(hvds_pset_t* s, hvds_response_t* r, hvds_exec
     free(bytes);
     return HVDS_SYSTEM_ERROR;
   }
-  memcpy(buf + off, e->input.data, bytes[s->my_rank]);
+  hvds__copy(buf + off, e->input.data, bytes[s->my_rank]);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
   hvds__tl_activity(rt, r, "GLOO_ALLGATHER");
   rc = hvds__backend_for(s, r, 0)->allgatherv(s, buf, bytes, &o);
@@ -126,7 +127,7 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   size_t my_off = 0;
   for (int32_t k = 0; k < s->my_rank; k++) my_off += counts[k];
   hvds__tl_start(rt, r, NULL);
-  memcpy(buf, e->input.data, total * esz);
+  hvds__copy(buf, e->input.data, total * esz);
   hvds__scale(buf, total, (hvds_dtype_t)r->dtype, r->prescale);
   hvds_coll_opts_t o = {hvds__next_tag(s), HVDS_ALGO_AUTO, 0, 0};
   hvds__tl_activity(rt, r, "GLOO_REDUCESCATTER");
@@ -141,7 +142,7 @@ hvds_result_t hvds__exec_reducescatter(hvds_pset_t* s, hvds_response_t* r, hvds_
   size_t mine = counts[s->my_rank];
   char* out = hvds__entry_alloc_output(e, ndim, shape, mine * esz);
   if (out) {
-    memcpy(out, buf + my_off * esz, mine * esz);
+    hvds__copy(out, buf + my_off * esz, mine * esz);
     hvds__post_scale(s, r, out, mine, (hvds_dtype_t)r->dtype);
   }
   free(counts);

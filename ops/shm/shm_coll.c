@@ -46,6 +46,7 @@
 
 #include "collectives.h"
 #include "clock.h"
+#include "copy.h"
 #include "reduce.h"
 #include "shm_internal.h"
 
@@ -190,7 +191,7 @@ typedef struct {
 static void gather(const pieces_t* L, size_t off, size_t len, char* dst) {
   FOR_PIECES(L, off, len, {
     if (pc->in != NULL)
-      memcpy(dst + in_range, (const char*)pc->in + in_piece, bytes);
+      hvds__copy(dst + in_range, (const char*)pc->in + in_piece, bytes);
     else
       memset(dst + in_range, 0, bytes);  // a rank without this tensor contributes zeros
   });
@@ -212,7 +213,7 @@ static void gather_to_slot(shm_t* s, const pieces_t* L, size_t off, size_t len, 
 
 static void scatter(const pieces_t* L, size_t off, size_t len, const char* src) {
   FOR_PIECES(L, off, len, {
-    if (pc->out != NULL) memcpy((char*)pc->out + in_piece, src + in_range, bytes);
+    if (pc->out != NULL) hvds__copy((char*)pc->out + in_piece, src + in_range, bytes);
   });
 }
 
@@ -235,7 +236,7 @@ static hvds_result_t direct_rest(shm_t* s, const pieces_t* L, size_t off, size_t
     char* to = (char*)pc->out;
     for (size_t b = 0; to != NULL && b < bytes && rc == HVDS_SUCCESS; b += block) {
       size_t len = bytes - b < block ? bytes - b : block;
-      memcpy(to + in_piece + b, slot(s, 0, R) + in_range + b, len);
+      hvds__copy(to + in_piece + b, slot(s, 0, R) + in_range + b, len);
       for (int q = 1; q < P && rc == HVDS_SUCCESS; q++)
         rc = hvds__reduce(to + in_piece + b, slot(s, q, R) + in_range + b, len / esz, dtype, op);
     }

@@ -14,20 +14,21 @@
 #include <string.h>
 
 #include "log.h"
+#include "copy.h"
 #include "shm_internal.h"
 
 #define ALIGN_REC(x) (((x) + SHM_REC_BYTES - 1) / SHM_REC_BYTES * SHM_REC_BYTES)
 
 static void ring_write(char* data, size_t cap, uint64_t pos, const void* src, size_t n) {
   size_t off = (size_t)(pos % cap), first = cap - off < n ? cap - off : n;
-  memcpy(data + off, src, first);
-  if (n > first) memcpy(data, (const char*)src + first, n - first);
+  hvds__copy(data + off, src, first);
+  if (n > first) hvds__copy(data, (const char*)src + first, n - first);
 }
 
 static void ring_read(const char* data, size_t cap, uint64_t pos, void* dst, size_t n) {
   size_t off = (size_t)(pos % cap), first = cap - off < n ? cap - off : n;
-  memcpy(dst, data + off, first);
-  if (n > first) memcpy((char*)dst + first, data, n - first);
+  hvds__copy(dst, data + off, first);
+  if (n > first) hvds__copy((char*)dst + first, data, n - first);
 }
 
 /* Makes new bytes visible to the consumer q and wakes it if it sleeps. */
@@ -215,7 +216,7 @@ int hvds__shm_match_unexpected(shm_t* s, shm_req_t* r) {
     return 0;
   }
   size_t have = ux->complete ? ux->len : pe->rx.got;
-  if (have > 0) memcpy(r->buf, ux->data, have);
+  if (have > 0) hvds__copy(r->buf, ux->data, have);
   if (ux->complete) {
     r->done = 1;
   } else {  // the message being read: the rest goes straight to the receive
