@@ -13,11 +13,14 @@
  * written, so this also shows how steady the path between the CPUs is.
  *
  *   memory_pass -b SIZE -t THREADS [-x [-r ROUND]] [-n ITERS] [-w WARMUP] [--csv] [--times FILE]
+ *               [--pause MS]
  *
  * SIZE takes K, M and G suffixes. --csv prints a header and one row (bytes, threads, iters,
  * time_us, min_us, max_us) as hvdsparse-perf does. --times appends each timed pass's time in
  * the order they ran (bytes,pass,us), as hvdsparse-perf --times does: with -w 0, the first
- * passes against the later ones show what warms up in the machine itself. */
+ * passes against the later ones show what warms up in the machine itself. --pause MS: every
+ * thread sleeps MS milliseconds before the middle timed pass, as ranks leave their CPUs idle
+ * while a training step computes; the passes after it show whether the warmth survived. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -61,7 +64,7 @@ static void barrier_wait(barrier_t* b) {
 }
 
 typedef struct {
-  int id, iters, warmup, threads;
+  int id, iters, warmup, threads, pause_ms;
   size_t count, round; /* elements: of the buffer, of a round (-x) */
   barrier_t* barrier;
   double* times;  /* thread 0 only: one per timed pass */
@@ -143,6 +146,7 @@ static void* work(void* arg) {
     }
   }
   for (int it = -w->warmup; it < w->iters; it++) {
+    if (w->pause_ms > 0 && it == w->iters / 2) usleep((useconds_t)w->pause_ms * 1000);
     barrier_wait(w->barrier);
     double t0 = now_us();
     if (w->shared == NULL)
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
   size_t bytes = 0, round = 4u << 20;
   int threads = 0, iters = 100, warmup = 5, csv = 0, exchanged = 0;
   const char* times_path = NULL;
+  int pause_ms = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-b") && i + 1 < argc)
       bytes = parse_size(argv[++i]);
@@ -212,6 +217,8 @@ int main(int argc, char** argv) {
       iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-w") && i + 1 < argc)
       warmup = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--pause") && i + 1 < argc)
+      pause_ms = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--times") && i + 1 < argc)
       times_path = argv[++i];
     else if (!strcmp(argv[i], "--csv"))
@@ -223,11 +230,12 @@ int main(int argc, char** argv) {
     else
       bytes = 0, i = argc;
   }
-  if (bytes < sizeof(float) || threads < 1 || iters < 1 || warmup < 0 || round < sizeof(float)) {
+  if (bytes < sizeof(float) || threads < 1 || iters < 1 || warmup < 0 || pause_ms < 0 ||
+      round < sizeof(float)) {
     fprintf(
         stderr,
         "usage: memory_pass -b SIZE -t THREADS [-x [-r ROUND]] [-n ITERS] [-w WARMUP] [--csv] "
-        "[--times FILE]\n");
+        "[--times FILE] [--pause MS]\n");
     return 2;
   }
   barrier_t barrier = {0, 0, threads};
@@ -240,7 +248,8 @@ int main(int argc, char** argv) {
     size_t count = bytes / sizeof(float), per_round = round / sizeof(float);
     ws[i] = (worker_t){i,        iters,
                        warmup,   threads,
-                       count,    per_round < count ? per_round : count,
+                       pause_ms, count,
+                       per_round < count ? per_round : count,
                        &barrier, i == 0 ? times : NULL,
                        shared};
     pthread_create(&ts[i], NULL, work, &ws[i]);

@@ -5,8 +5,8 @@ each with a positive time and the operations asked for, and the table one row wh
 the rounds' max/min, the machine's among them, and whose machine short / long is the exchange
 pass's. Then memory_pass alone: a pass prints its CSV row with min <= median <= max, with and
 without -x (whose threads check that every part came back), on parts of unequal length and in
-several rounds too; --times appends one line per pass in order; a call without a size exits 2
-with its usage. Each job has the script's own time limit.
+several rounds too; --times appends one line per pass in order, --pause or not; a call without
+a size exits 2 with its usage. Each job has the script's own time limit.
 
     python3 stability_check.py BUILD_DIR
 """
@@ -80,9 +80,9 @@ def check_memory_pass(build):
     path = os.path.join(build, "test-stability-times.csv")
     if os.path.exists(path):
         os.remove(path)
-    for _ in range(2):  # appends
+    for pause in ([], ["--pause", "5"]):  # appends; the second idles before its middle pass
         r = subprocess.run([tool, "-b", "64K", "-t", "2", "-x", "-n", "7", "-w", "0", "--times",
-                            path], capture_output=True, text=True, timeout=60)
+                            path] + pause, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             fail("memory_pass --times exited %d: %s" % (r.returncode, r.stderr))
     with open(path) as f:
