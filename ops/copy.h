@@ -1,4 +1,5 @@
-/* Copying bytes on the data path: memcpy, except where the C library's copy is known to crawl. */
+/* Copying bytes on the data path: memcpy, except where the C library's copy is known to crawl,
+ * and the streaming copy that writes past the caches. */
 #ifndef HVDS_COPY_H_
 #define HVDS_COPY_H_
 
@@ -18,6 +19,15 @@ void hvds__copy(void* dst, const void* src, size_t n);
 
 /* 1 where (dst, src, n) is a copy hvds__copy takes away from memcpy (tests, benchmarks). */
 int hvds__copy_avoids_memcpy(const void* dst, const void* src, size_t n);
+
+/* Copies len bytes to dst with non-temporal stores where the processor has them (memcpy
+ * elsewhere), past the caches to memory; hvds__store_fence must run before a peer is told the
+ * bytes are there. */
+void hvds__stream_copy(void* dst, const void* src, size_t len);
+/* Orders the streaming stores before the stores that follow. */
+void hvds__store_fence(void);
+/* 1 where hvds__stream_copy streams. */
+int hvds__stream_copy_exists(void);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,9 @@
-/* The slot writes' kind per allreduce size (shm_store_kind.h) and the streaming copy. */
+/* The slot writes' kind per allreduce size (shm_store_kind.h). */
 #include "shm_store_kind.h"
 
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#define HAVE_STREAM 1
-#else
-#define HAVE_STREAM 0
-#endif
+#include "copy.h"
 
 static int size_class(size_t bytes) {
   int k = 0;
@@ -24,7 +19,7 @@ void hvds__store_choice_init(hvds_store_choice_t* c) {
 
 hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes) {
   if (c->forced >= 0) return (hvds_store_kind_t)c->forced;
-  if (!HAVE_STREAM || bytes < HVDS_STORE_CHOICE_MIN_BYTES) return HVDS_STORE_CACHED;
+  if (!hvds__stream_copy_exists() || bytes < HVDS_STORE_CHOICE_MIN_BYTES) return HVDS_STORE_CACHED;
   hvds_store_class_t* k = &c->cls[size_class(bytes)];
   uint32_t n = k->ops++;
   if (n < 2 || k->us_per_mib[HVDS_STORE_CACHED] == 0) return HVDS_STORE_CACHED;
@@ -44,35 +39,3 @@ void hvds__store_choice_record(hvds_store_choice_t* c, size_t bytes, hvds_store_
   double* e = &c->cls[size_class(bytes)].us_per_mib[kind];
   *e = *e == 0 || t < *e ? t : 0.75 * *e + 0.25 * t;
 }
-
-void hvds__stream_copy(void* dst, const void* src, size_t len) {
-#if HAVE_STREAM
-  char* d = (char*)dst;
-  const char* s = (const char*)src;
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-  if (head > len) head = len;
-  memcpy(d, s, head);
-  size_t i = head;
-  for (; i + 64 <= len; i += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i*)(s + i));
-    __m128i b = _mm_loadu_si128((const __m128i*)(s + i + 16));
-    __m128i x = _mm_loadu_si128((const __m128i*)(s + i + 32));
-    __m128i y = _mm_loadu_si128((const __m128i*)(s + i + 48));
-    _mm_stream_si128((__m128i*)(d + i), a);
-    _mm_stream_si128((__m128i*)(d + i + 16), b);
-    _mm_stream_si128((__m128i*)(d + i + 32), x);
-    _mm_stream_si128((__m128i*)(d + i + 48), y);
-  }
-  memcpy(d + i, s + i, len - i);
-#else
-  memcpy(dst, src, len);
-#endif
-}
-
-void hvds__store_fence(void) {
-#if HAVE_STREAM
-  _mm_sfence();
-#endif
-}
-
-int hvds__stream_copy_exists(void) { return HAVE_STREAM; }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "copy.h" /* the streaming copy the streamed kind writes with */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -50,14 +52,6 @@ hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes);
  * quarter of the way (one slow operation does not switch). */
 void hvds__store_choice_record(hvds_store_choice_t* c, size_t bytes, hvds_store_kind_t kind,
                                int64_t us);
-
-/* Copies len bytes to dst with non-temporal stores where the processor has them (memcpy
- * elsewhere); hvds__store_fence must run before a peer is told the bytes are there. */
-void hvds__stream_copy(void* dst, const void* src, size_t len);
-/* Orders the streaming stores before the stores that follow. */
-void hvds__store_fence(void);
-/* 1 where hvds__stream_copy streams. */
-int hvds__stream_copy_exists(void);
 
 #ifdef __cplusplus
 }
