@@ -27,11 +27,15 @@ typedef enum { HVDS_STORE_CACHED = 0, HVDS_STORE_STREAMED = 1 } hvds_store_kind_
 #define HVDS_STORE_CHOICE_MIN_BYTES ((size_t)256 << 10)
 /* Size classes: log2 of the bytes over HVDS_STORE_CHOICE_MIN_BYTES, the last open-ended. */
 #define HVDS_STORE_CLASSES 12
-/* Every this many allreduces of a class, the kind not in use is tried again. */
+/* Every this many allreduces of a class, the kind not in use is tried again, twice in a row. */
 #define HVDS_STORE_RETRY_EVERY 32
+/* A kind's estimate is the least of its last this many recorded times. */
+#define HVDS_STORE_WINDOW 4
 
 typedef struct {
-  double us_per_mib[2]; /* per kind; 0 until measured */
+  double recent[2][HVDS_STORE_WINDOW]; /* per kind, its last times in us per MiB; 0: none */
+  uint8_t next[2];                     /* where each kind's next time goes */
+  int8_t last, before;                 /* the kinds of the last two allreduces; -1: none */
   uint32_t ops;
 } hvds_store_class_t;
 
@@ -44,12 +48,15 @@ typedef struct {
 void hvds__store_choice_init(hvds_store_choice_t* c);
 /* The kind an allreduce of `bytes` uses: cached below the minimum or where streaming stores do
  * not exist; else cached twice (the first allreduce of a size also pays for first touches),
- * streamed once, then the one with the lower time, the other every HVDS_STORE_RETRY_EVERY-th
- * time. */
+ * streamed twice, then the one with the lower estimate, the other twice in a row every
+ * HVDS_STORE_RETRY_EVERY allreduces. */
 hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes);
-/* Records that an allreduce of `bytes` with `kind` took `us`: a time below the kind's estimate
- * replaces it (a kind tried again after the CPUs moved wins back at once), one above moves it a
- * quarter of the way (one slow operation does not switch). */
+/* Records that an allreduce of `bytes` with `kind` took `us`, unless the allreduce before it
+ * was of the other kind: the first after a switch pays for what the other kind left in the
+ * caches (after streamed writes a cached allreduce finds its slots evicted), and counting it
+ * kept a faster cached kind from ever winning back. Each kind is judged on the least of its
+ * last HVDS_STORE_WINDOW times, the kind in use and the one tried again alike: a kind tried
+ * after the CPUs moved wins back at once, and one slow operation does not switch. */
 void hvds__store_choice_record(hvds_store_choice_t* c, size_t bytes, hvds_store_kind_t kind,
                                int64_t us);
 

@@ -53,8 +53,10 @@ TEST(StoreKind, EachKindTriedThenTheFasterWithTheOtherRetried) {
   EXPECT_EQ(kinds[0], HVDS_STORE_CACHED);
   EXPECT_EQ(kinds[1], HVDS_STORE_CACHED);
   EXPECT_EQ(kinds[2], HVDS_STORE_STREAMED);
-  // after the tries: streamed, but cached once every HVDS_STORE_RETRY_EVERY
-  EXPECT_EQ(Count(kinds, HVDS_STORE_CACHED), 2 + n / HVDS_STORE_RETRY_EVERY);
+  EXPECT_EQ(kinds[3], HVDS_STORE_STREAMED);
+  // after the tries: streamed, but cached twice in a row every HVDS_STORE_RETRY_EVERY
+  EXPECT_EQ(Count(kinds, HVDS_STORE_CACHED), 2 + 2 * (n / HVDS_STORE_RETRY_EVERY));
+  EXPECT_EQ(kinds[HVDS_STORE_RETRY_EVERY - 2], HVDS_STORE_CACHED);
   EXPECT_EQ(kinds[HVDS_STORE_RETRY_EVERY - 1], HVDS_STORE_CACHED);
 }
 
@@ -67,7 +69,8 @@ TEST(StoreKind, TheFirstAllreducesSlowStartDoesNotCount) {
   std::vector<int> kinds = Feed(&c, 16 * kMiB, 10, 2500, 3000);
   EXPECT_EQ(kinds[0], HVDS_STORE_CACHED);
   EXPECT_EQ(kinds[1], HVDS_STORE_STREAMED);
-  EXPECT_EQ(Count(std::vector<int>(kinds.begin() + 2, kinds.end()), HVDS_STORE_CACHED), 8);
+  EXPECT_EQ(kinds[2], HVDS_STORE_STREAMED);
+  EXPECT_EQ(Count(std::vector<int>(kinds.begin() + 3, kinds.end()), HVDS_STORE_CACHED), 7);
 }
 
 TEST(StoreKind, FollowsTheFasterKindWhenTheMachineChanges) {
@@ -79,11 +82,11 @@ TEST(StoreKind, FollowsTheFasterKindWhenTheMachineChanges) {
   // the few operations the streamed estimate needs to rise) the choice is cached.
   std::vector<int> kinds = Feed(&c, 16 * kMiB, 3 * HVDS_STORE_RETRY_EVERY, 2400, 3000);
   std::vector<int> tail(kinds.end() - HVDS_STORE_RETRY_EVERY + 1, kinds.end());
-  EXPECT_EQ(Count(tail, HVDS_STORE_STREAMED), 1) << "one retry of streamed per period";
+  EXPECT_EQ(Count(tail, HVDS_STORE_STREAMED), 2) << "one retry of streamed per period, two long";
   // and back
   kinds = Feed(&c, 16 * kMiB, 3 * HVDS_STORE_RETRY_EVERY, 5000, 2500);
   tail.assign(kinds.end() - HVDS_STORE_RETRY_EVERY + 1, kinds.end());
-  EXPECT_EQ(Count(tail, HVDS_STORE_CACHED), 1);
+  EXPECT_EQ(Count(tail, HVDS_STORE_CACHED), 2);
 }
 
 TEST(StoreKind, OneSlowOperationDoesNotSwitch) {
@@ -95,6 +98,27 @@ TEST(StoreKind, OneSlowOperationDoesNotSwitch) {
   EXPECT_EQ(hvds__store_choice_pick(&c, 16 * kMiB), HVDS_STORE_STREAMED);
 }
 
+// Cached writes are faster (2000), but the first cached allreduce after streamed ones finds
+// its slots evicted and pays 9000; streamed 3000. Counting that first allreduce made cached
+// look slower than streamed at every retry, and streamed stayed chosen for good.
+TEST(StoreKind, TheFirstAllreduceAfterTheOtherKindDoesNotCount) {
+  if (!hvds__stream_copy_exists()) return NoStreamingMeansCached();
+  hvds_store_choice_t c;
+  hvds__store_choice_init(&c);
+  std::vector<int> kinds;
+  int previous = -1;
+  for (int i = 0; i < 3 * HVDS_STORE_RETRY_EVERY; i++) {
+    hvds_store_kind_t k = hvds__store_choice_pick(&c, 16 * kMiB);
+    int64_t us = k == HVDS_STORE_STREAMED ? 3000 : previous == HVDS_STORE_STREAMED ? 9000 : 2000;
+    hvds__store_choice_record(&c, 16 * kMiB, k, us);
+    kinds.push_back(k);
+    previous = k;
+  }
+  // streamed only for its two tries and twice a period after them
+  EXPECT_EQ(Count(kinds, HVDS_STORE_STREAMED), 2 + 2 * 3);
+  EXPECT_EQ(kinds[4], HVDS_STORE_CACHED);
+}
+
 TEST(StoreKind, SizeClassesAreMeasuredApart) {
   if (!hvds__stream_copy_exists()) return NoStreamingMeansCached();
   hvds_store_choice_t c;
@@ -102,7 +126,8 @@ TEST(StoreKind, SizeClassesAreMeasuredApart) {
   Feed(&c, 64 * kMiB, 8, 20000, 10000);                      // streamed wins at 64 MiB
   std::vector<int> kinds = Feed(&c, 2 * kMiB, 8, 200, 400);  // cached wins at 2 MiB
   EXPECT_EQ(kinds[2], HVDS_STORE_STREAMED);
-  EXPECT_EQ(Count(std::vector<int>(kinds.begin() + 3, kinds.end()), HVDS_STORE_CACHED), 5);
+  EXPECT_EQ(kinds[3], HVDS_STORE_STREAMED);
+  EXPECT_EQ(Count(std::vector<int>(kinds.begin() + 4, kinds.end()), HVDS_STORE_CACHED), 4);
   EXPECT_EQ(hvds__store_choice_pick(&c, 64 * kMiB), HVDS_STORE_STREAMED);
 }
 
