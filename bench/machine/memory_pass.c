@@ -31,15 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The passes' loops vectorised as the runtime's reductions are (-O3, and an AVX2 clone where
- * the processor has it): a slower pass than the runtime's would hide what the machine does to
- * fast ones (at 1 MiB, np 2, scalar loops took 230-460 us a pass, the runtime 70-120). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#include "kernel_clones.h"
 
 /* Waits as a shared-memory collective's ranks wait for each other: a short spin, then yielding
  * the CPU; with more threads than CPUs (np 4 on 2) it yields at once, as the runtime's waits
@@ -92,17 +84,21 @@ static void part(size_t count, int n, int p, size_t* lo, size_t* hi) {
   *hi = count * (size_t)(p + 1) / (size_t)n;
 }
 
-/* -x: per round, thread t copies the round into its slot, averages part t of every slot into
- * its result slot, then gathers every result part into its buffer, which it thereby writes for
- * the next pass. Buffers that start at 1 stay at 1, which work() checks at the end. */
-VECTOR_CLONES static void add_into(float* restrict dst, const float* restrict src, size_t n) {
+/* The passes' loops vectorised as the runtime's reductions are (-O3, and an AVX2 clone where
+ * the processor has it): a slower pass than the runtime's would hide what the machine does to
+ * fast ones (at 1 MiB, np 2, scalar loops took 230-460 us a pass, the runtime 70-120). */
+HVDS_CLONES_AVX2 static void add_into(float* restrict dst, const float* restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-VECTOR_CLONES static void scale(float* dst, float by, size_t n) {
+HVDS_CLONES_AVX2 static void scale(float* dst, float by, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] *= by;
 }
 
+/* -x: per round, thread t copies every part but its own into its slot, adds part t of every
+ * other slot into its buffer, averages it and publishes it in its slot, then copies every other
+ * part from its reducer's slot. Buffers that start at 1 stay at 1, which work() checks at the
+ * end. */
 static void exchange(worker_t* w, float* buf) {
   float* slot = w->shared[w->id];
   const float by = 1.0f / (float)w->threads;

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "copy.h"
+#include "log.h"
 #include "shm_internal.h"
 
 #define ALIGN_REC(x) (((x) + SHM_REC_BYTES - 1) / SHM_REC_BYTES * SHM_REC_BYTES)
