@@ -194,6 +194,18 @@ static hvds_result_t slow_path(hvds_pset_t* s, hvds_request_t* mine, int32_t nmi
 /* Where the lane's words start in the bit vector: after the flags and the cache bits. */
 static size_t lane_at(const hvds_pset_t* s) { return 1 + ((size_t)s->cache.cap + 63) / 64; }
 
+/* The first cache slot from `from` on whose bit is set in v, or -1: a whole word of clear bits
+ * at a time, since most cycles have a tensor or two among a thousand slots. */
+static int32_t next_slot(const hvds_pset_t* s, const uint64_t* v, int32_t from) {
+  for (int32_t w = from / 64; w < (s->cache.cap + 63) / 64; w++) {
+    uint64_t bits = v[1 + w] & (w == from / 64 ? ~0ull << (from % 64) : ~0ull);
+    if (bits == 0) continue;
+    int32_t b = w * 64 + __builtin_ctzll(bits);
+    return b < s->cache.cap ? b : -1;
+  }
+  return -1;
+}
+
 /* Sets this rank's bit vector: a bit per cached tensor it has ready, the flags in word 0, and in
  * inv the slots whose cached parameters no longer match. */
 static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t* inv) {
@@ -205,7 +217,9 @@ static void fill_vector(hvds_pset_t* s, int want_shutdown, uint64_t* v, uint64_t
   /* Halfway to a deadlock, cached tensors go through rank 0 too, so that it can fail them. */
   int via_rank0 = rt->deadlock_s > 0 && stuck >= rt->deadlock_s / 2;
   int uncached = 0, invalid = 0;
-  memset(s->bit_entry, 0, (size_t)s->cache.cap * sizeof(*s->bit_entry));
+  /* The fast path reads the entries of the slots every rank set, which are this rank's own of
+   * this cycle, except for a joined rank, which agrees to slots it has no entry for. */
+  if (s->joined) memset(s->bit_entry, 0, (size_t)s->cache.cap * sizeof(*s->bit_entry));
   for (size_t i = 0; i < s->pending.cap; i++) {
     if (!hvds__name_map_live(&s->pending, i)) continue;
     hvds_entry_t* e = s->pending.slots[i].value;
@@ -251,11 +265,10 @@ static hvds_result_t agree(hvds_pset_t* s, uint64_t* v, uint64_t* inv, size_t wo
   if (rc != HVDS_SUCCESS || (v[0] & FLAG_NO_INVALID)) return rc;
   rc = hvds__backend_agree(s, inv, words, HVDS_REDUCE_BOR);
   if (rc != HVDS_SUCCESS) return rc;
-  for (int32_t b = 0; b < s->cache.cap; b++)
-    if (inv[1 + b / 64] & (1ull << (b % 64))) {
-      hvds__cache_erase(&s->cache, b);
-      v[1 + b / 64] &= ~(1ull << (b % 64));
-    }
+  for (int32_t b = next_slot(s, inv, 0); b >= 0; b = next_slot(s, inv, b + 1)) {
+    hvds__cache_erase(&s->cache, b);
+    v[1 + b / 64] &= ~(1ull << (b % 64));
+  }
   return HVDS_SUCCESS;
 }
 
@@ -278,8 +291,7 @@ static hvds_result_t fast_path(hvds_pset_t* s, const uint64_t* v, resp_list_t* o
   hvds_runtime_t* rt = s->rt;
   int32_t bucket = -1; /* index in out of the allreduce bucket a run extends */
   int64_t bucket_bytes = 0, threshold = rt->fusion_threshold;
-  for (int32_t b = 0; b < s->cache.cap; b++) {
-    if (!(v[1 + b / 64] & (1ull << (b % 64)))) continue;
+  for (int32_t b = next_slot(s, v, 0); b >= 0; b = next_slot(s, v, b + 1)) {
     const hvds_cache_entry_t* ce = hvds__cache_get(&s->cache, b);
     hvds_entry_t* e = s->bit_entry[b];
     if (e == NULL && ce != NULL && s->joined) e = hvds__name_map_get(&s->pending, ce->name);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "controller.h"
@@ -88,6 +89,59 @@ TEST(NegotiationCache, FullCacheEvictsTheLeastRecentlyUsed) {
     AllreduceInOneCycle(ranks, rt, "b", v);
     EXPECT_EQ(Paths(s), "slow 4, cached 1");
     EXPECT_EQ(Cached(s, "a"), nullptr);  // least recently used after c's and b's rounds
+  });
+}
+
+// Slots in several words of the bit vector, the last one partly used: every ready tensor runs
+// from the cache in one cycle, and a slot invalidated at a word's edge is erased on every rank
+// while its neighbour still runs cached.
+TEST(NegotiationCache, SlotsAcrossTheBitVectorsWordsRunFromTheCache) {
+  KnobOverride capacity(HVDS_PARAM_CACHE_CAPACITY, "150");
+  InstanceRanks ranks(2);
+  ranks.Run([&](int rank, hvds_runtime_t* rt) {
+    hvds_pset_t* s = rt->psets[0];
+    const int kTensors = 140;
+    std::vector<std::string> names;
+    for (int i = 0; i < kTensors; i++) names.push_back("t" + std::to_string(i));
+    std::vector<float> one(2, 1.0f);
+    for (const std::string& name : names) AllreduceInOneCycle(ranks, rt, name.c_str(), one);
+    ASSERT_EQ(Paths(s), "slow 140, cached 0");
+
+    // Every third tensor, slots 0 to 138 in three words, queued together: one cycle.
+    std::vector<std::vector<float>> v;
+    std::vector<int> which;
+    for (int i = 0; i < kTensors; i += 3) {
+      which.push_back(i);
+      v.push_back(std::vector<float>(2, (float)(rank + 1) * (float)(i + 1)));
+    }
+    std::vector<hvds_handle_t> h;
+    for (size_t k = 0; k < which.size(); k++)
+      h.push_back(Submit(rt, HVDS_MSG_ALLREDUCE, names[(size_t)which[k]].c_str(), Tensor(v[k])));
+    ranks.Sync();
+    ranks.Cycle(rt);
+    for (size_t k = 0; k < which.size(); k++) {
+      Outcome out = Peek(rt, h[k]);
+      EXPECT_EQ(out.status, HVDS_SUCCESS) << names[(size_t)which[k]] << ": " << out.message;
+      EXPECT_EQ(v[k], std::vector<float>(2, 3.0f * (float)(which[k] + 1)))
+          << names[(size_t)which[k]];
+      hvds__release(rt, h[k]);
+    }
+    EXPECT_EQ(Paths(s), "slow 140, cached " + std::to_string(which.size()));
+
+    // Slot 64 (first bit of the second word) changes shape on rank 1; slot 63 stays cached.
+    std::vector<float> a(2, 1.0f), b(rank == 1 ? 3 : 2, 1.0f);
+    hvds_handle_t ha = Submit(rt, HVDS_MSG_ALLREDUCE, "t63", Tensor(a));
+    hvds_handle_t hb = Submit(rt, HVDS_MSG_ALLREDUCE, "t64", Tensor(b));
+    ranks.Sync();
+    ranks.Cycle(rt);
+    EXPECT_EQ(Peek(rt, ha).status, HVDS_SUCCESS);
+    EXPECT_EQ(a, std::vector<float>(2, 2.0f));
+    EXPECT_EQ(Peek(rt, hb).status, HVDS_PRECONDITION_ERROR);
+    EXPECT_EQ(Cached(s, "t64"), nullptr);
+    EXPECT_NE(Cached(s, "t63"), nullptr);
+    EXPECT_NE(Cached(s, "t65"), nullptr);
+    hvds__release(rt, ha);
+    hvds__release(rt, hb);
   });
 }
 
