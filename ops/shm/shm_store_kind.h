@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "copy.h" /* the streaming copy the streamed kind writes with */
-
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "copy.h"
 #include "shm_store_kind.h"
 
 namespace {
