@@ -96,7 +96,7 @@ hvds_result_t hvds_init_with_process_sets(const int32_t* ranks, const int32_t* s
     HVDS_ERROR("initialization failed: %s", hvds_last_error());
     return rc;
   }
-  rt->owner_pid = getpid();
+  hvds__forked_copy_own(rt);
   atomic_store(&rt->initialized, 1);
   HVDS_INFO("hvdsparse initialized: rank %d of %d", rt->rank, rt->size);
   pthread_mutex_unlock(&rt->life_mu);

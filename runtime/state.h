@@ -266,6 +266,8 @@ void hvds__coord_wake_lazy_locked(hvds_runtime_t* rt);
  * runtime has no coordinator thread, and its connections and shared memory belong to the parent,
  * so it must neither run, wait for nor stop anything. Queries (rank, size) still answer. */
 int hvds__forked_copy(hvds_runtime_t* rt);
+/* Init: makes this process the runtime's owner (owner_pid) and keeps its pid for the question. */
+void hvds__forked_copy_own(hvds_runtime_t* rt);
 /* Records why an operation of such a process cannot run; returns HVDS_INVALID_USAGE. */
 hvds_result_t hvds__forked_error(hvds_runtime_t* rt, const char* what);
 /* Records the message of a failed API call for hvds_last_error(); returns rc. */

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -192,6 +193,60 @@ TEST(QueueLifecycle, UseBeforeInitAndAfterShutdown) {
   ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
   EXPECT_EQ(hvds_shutdown(), HVDS_SUCCESS);
   EXPECT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_INVALID_USAGE);
+}
+
+// In a child forked while the runtime runs (and in its own child) queries answer and operations
+// are refused, naming the fork; the parent's runtime carries on. After shutdown a child is no
+// copy: it may start a runtime of its own.
+int ForkedChildExitCode(bool runtime_running) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<float> a(4, 1.0f);
+    hvds_tensor_t t = Floats(a);
+    hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+    o.name = "in.child";
+    hvds_handle_t h;
+    if (runtime_running) {
+      if (hvds_rank() != 0 || hvds_size() != 1) _exit(2);
+      if (hvds_allreduce_async(&t, &t, &o, &h) != HVDS_INVALID_USAGE) _exit(3);
+      if (!strstr(hvds_last_error(), "was forked from rank 0")) _exit(4);
+      pid_t grandchild = fork();  // a copy of a copy is one too
+      if (grandchild == 0)
+        _exit(hvds_allreduce_async(&t, &t, &o, &h) == HVDS_INVALID_USAGE ? 0 : 5);
+      int st = 0;
+      waitpid(grandchild, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 6);
+    }
+    if (hvds_init() != HVDS_SUCCESS) _exit(7);
+    int rc =
+        hvds_allreduce_async(&t, &t, &o, &h) == HVDS_SUCCESS && hvds_wait(h, 10000) == HVDS_SUCCESS
+            ? 0
+            : 8;
+    hvds_shutdown();
+    _exit(rc);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+TEST(QueueLifecycle, AForkedCopyIsRefusedAndTheOwnerCarriesOn) {
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(ForkedChildExitCode(true), 0);
+  std::vector<float> a(4, 3.0f);
+  hvds_tensor_t t = Floats(a);
+  hvds_op_options_t o = HVDS_OP_OPTIONS_INIT;
+  o.name = "after.fork";
+  hvds_handle_t h;
+  ASSERT_EQ(hvds_allreduce_async(&t, &t, &o, &h), HVDS_SUCCESS) << hvds_last_error();
+  EXPECT_EQ(hvds_wait(h, 10000), HVDS_SUCCESS);
+  hvds_release(h);
+  EXPECT_FLOAT_EQ(a[0], 3.0f);
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
+  EXPECT_EQ(ForkedChildExitCode(false), 0);
+  ASSERT_EQ(hvds_init(), HVDS_SUCCESS) << hvds_last_error();  // and the parent again
+  EXPECT_EQ(hvds_rank(), 0);
+  ASSERT_EQ(hvds_shutdown(), HVDS_SUCCESS);
 }
 
 }  // namespace
