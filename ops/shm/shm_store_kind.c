@@ -39,13 +39,14 @@ hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes) 
   uint32_t n = k->ops++;
   double cached = estimate(k, HVDS_STORE_CACHED), streamed = estimate(k, HVDS_STORE_STREAMED);
   hvds_store_kind_t kind;
-  if (n < 2 || cached == 0) {
+  if (n < HVDS_STORE_FIRST_CACHED || cached == 0) {
     kind = HVDS_STORE_CACHED;
-  } else if (n < 4 || streamed == 0) {
+  } else if (n < HVDS_STORE_FIRST_CACHED + HVDS_STORE_TRY || streamed == 0) {
     kind = HVDS_STORE_STREAMED;
   } else {
     hvds_store_kind_t best = streamed < cached ? HVDS_STORE_STREAMED : HVDS_STORE_CACHED;
-    kind = n % HVDS_STORE_RETRY_EVERY >= HVDS_STORE_RETRY_EVERY - 2 ? other(best) : best;
+    int retry = n % HVDS_STORE_RETRY_EVERY >= HVDS_STORE_RETRY_EVERY - HVDS_STORE_TRY;
+    kind = retry ? other(best) : best;
   }
   k->before = k->last;
   k->last = (int8_t)kind;

@@ -25,10 +25,16 @@ typedef enum { HVDS_STORE_CACHED = 0, HVDS_STORE_STREAMED = 1 } hvds_store_kind_
 #define HVDS_STORE_CHOICE_MIN_BYTES ((size_t)256 << 10)
 /* Size classes: log2 of the bytes over HVDS_STORE_CHOICE_MIN_BYTES, the last open-ended. */
 #define HVDS_STORE_CLASSES 12
-/* Every this many allreduces of a class, the kind not in use is tried again, twice in a row. */
+/* A class's first allreduces write through the caches: the first pays for first touches and
+ * the machine's warm-up, the later ones measure cached writes as it ends. */
+#define HVDS_STORE_FIRST_CACHED 4
+/* A try of a kind runs this many allreduces in a row; the first is not counted (see record). */
+#define HVDS_STORE_TRY 3
+/* Every this many allreduces of a class, the kind not in use is tried again. */
 #define HVDS_STORE_RETRY_EVERY 32
-/* A kind's estimate is the least of its last this many recorded times. */
-#define HVDS_STORE_WINDOW 4
+/* A kind's estimate is the least of its last this many recorded times: a try's counted ones, so
+ * both kinds are judged on as many times, taken next to each other. */
+#define HVDS_STORE_WINDOW (HVDS_STORE_TRY - 1)
 
 typedef struct {
   double recent[2][HVDS_STORE_WINDOW]; /* per kind, its last times in us per MiB; 0: none */
@@ -45,8 +51,8 @@ typedef struct {
 /* Starts with nothing measured and nothing forced. */
 void hvds__store_choice_init(hvds_store_choice_t* c);
 /* The kind an allreduce of `bytes` uses: cached below the minimum or where streaming stores do
- * not exist; else cached twice (the first allreduce of a size also pays for first touches),
- * streamed twice, then the one with the lower estimate, the other twice in a row every
+ * not exist; else cached HVDS_STORE_FIRST_CACHED times, streamed HVDS_STORE_TRY times, then
+ * the one with the lower estimate, the other HVDS_STORE_TRY times in a row every
  * HVDS_STORE_RETRY_EVERY allreduces. */
 hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes);
 /* Records that an allreduce of `bytes` with `kind` took `us`, unless the allreduce before it
