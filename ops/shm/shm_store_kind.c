@@ -14,7 +14,12 @@ static int size_class(size_t bytes) {
 
 void hvds__store_choice_init(hvds_store_choice_t* c) {
   memset(c, 0, sizeof *c);
-  for (int i = 0; i < HVDS_STORE_CLASSES; i++) c->cls[i].last = c->cls[i].before = -1;
+  for (int i = 0; i < HVDS_STORE_CLASSES; i++) {
+    hvds_store_class_t* k = &c->cls[i];
+    k->last = k->before = k->tried = -1;
+    k->in_use = HVDS_STORE_CACHED;
+    k->wait = HVDS_STORE_RETRY_EVERY;
+  }
   c->forced = -1;
 }
 
@@ -32,21 +37,51 @@ static hvds_store_kind_t other(hvds_store_kind_t kind) {
   return kind == HVDS_STORE_CACHED ? HVDS_STORE_STREAMED : HVDS_STORE_CACHED;
 }
 
+/* After a try: the tried kind is kept if its estimate is the lower, both resting on times
+ * taken next to each other. Losing by HVDS_STORE_CLEAR_LOSS or more doubles the wait for the
+ * next try; anything else resets it. */
+static void judge_try(hvds_store_class_t* k) {
+  hvds_store_kind_t tried_kind = (hvds_store_kind_t)k->tried;
+  double tried = estimate(k, tried_kind), kept = estimate(k, other(tried_kind));
+  if (kept == 0 || (tried > 0 && tried < kept)) k->in_use = (int8_t)tried_kind;
+  if (kept == 0 || tried < kept * HVDS_STORE_CLEAR_LOSS)
+    k->wait = HVDS_STORE_RETRY_EVERY;
+  else if (k->wait < HVDS_STORE_RETRY_MOST)
+    k->wait *= 2;
+  k->tried = -1;
+}
+
+/* Starts a try of the kind not in use. */
+static hvds_store_kind_t start_try(hvds_store_class_t* k) {
+  hvds_store_kind_t kind = other((hvds_store_kind_t)k->in_use);
+  k->tried = (int8_t)kind;
+  k->trying = HVDS_STORE_TRY - 1;
+  k->since = 0;
+  k->us_since = 0;
+  return kind;
+}
+
 hvds_store_kind_t hvds__store_choice_pick(hvds_store_choice_t* c, size_t bytes) {
   if (c->forced >= 0) return (hvds_store_kind_t)c->forced;
   if (!hvds__stream_copy_exists() || bytes < HVDS_STORE_CHOICE_MIN_BYTES) return HVDS_STORE_CACHED;
   hvds_store_class_t* k = &c->cls[size_class(bytes)];
   uint32_t n = k->ops++;
-  double cached = estimate(k, HVDS_STORE_CACHED), streamed = estimate(k, HVDS_STORE_STREAMED);
   hvds_store_kind_t kind;
-  if (n < HVDS_STORE_FIRST_CACHED || cached == 0) {
+  if (n < HVDS_STORE_FIRST_CACHED) {
     kind = HVDS_STORE_CACHED;
-  } else if (n < HVDS_STORE_FIRST_CACHED + HVDS_STORE_TRY || streamed == 0) {
-    kind = HVDS_STORE_STREAMED;
+  } else if (k->trying > 0) {
+    kind = (hvds_store_kind_t)k->tried;
+    k->trying--;
   } else {
-    hvds_store_kind_t best = streamed < cached ? HVDS_STORE_STREAMED : HVDS_STORE_CACHED;
-    int retry = n % HVDS_STORE_RETRY_EVERY >= HVDS_STORE_RETRY_EVERY - HVDS_STORE_TRY;
-    kind = retry ? other(best) : best;
+    if (k->tried >= 0) judge_try(k);
+    int due = n == HVDS_STORE_FIRST_CACHED || k->since >= k->wait ||
+              (k->since >= HVDS_STORE_RETRY_EVERY && k->us_since >= HVDS_STORE_RETRY_US);
+    if (due) {
+      kind = start_try(k);
+    } else {
+      kind = (hvds_store_kind_t)k->in_use;
+      k->since++;
+    }
   }
   k->before = k->last;
   k->last = (int8_t)kind;
@@ -57,6 +92,7 @@ void hvds__store_choice_record(hvds_store_choice_t* c, size_t bytes, hvds_store_
                                int64_t us) {
   if (c->forced >= 0 || bytes < HVDS_STORE_CHOICE_MIN_BYTES) return;
   hvds_store_class_t* k = &c->cls[size_class(bytes)];
+  k->us_since += (double)us;
   if (k->before >= 0 && k->before != (int8_t)kind) return;  // paid for the other kind's caches
   double t = (double)(us > 0 ? us : 1) / ((double)bytes / (1 << 20));
   k->recent[kind][k->next[kind]++ % HVDS_STORE_WINDOW] = t;
