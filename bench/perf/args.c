@@ -28,6 +28,8 @@ static void usage(FILE* f) {
           "  --oop        allreduce out of place (default in place)\n"
           "  --times FILE rank 0 writes each timed iteration's time (slowest rank), in the\n"
           "               order they ran, as CSV rows bytes,iteration,us (warm-up visible)\n"
+          "  --pause MS   every rank sleeps MS ms before each size's middle timed iteration,\n"
+          "               as a job's CPUs idle between steps (what warmth survives it)\n"
           "Sizes are the allreduce/broadcast tensor, the allgather output, the reducescatter\n"
           "input and the alltoall send buffer, in bytes.\n");
 }
@@ -39,7 +41,8 @@ static int parse_own(int argc, char** argv, int* i, perf_args_t* a) {
     a->inplace = 0;
     return 1;
   }
-  if (strcmp(opt, "-d") && strcmp(opt, "-o") && strcmp(opt, "-r") && strcmp(opt, "--times"))
+  if (strcmp(opt, "-d") && strcmp(opt, "-o") && strcmp(opt, "-r") && strcmp(opt, "--times") &&
+      strcmp(opt, "--pause"))
     return 0;
   if (*i + 1 >= argc) {
     fprintf(stderr, "%s needs a value\n", opt);
@@ -56,6 +59,15 @@ static int parse_own(int argc, char** argv, int* i, perf_args_t* a) {
   }
   if (!strcmp(opt, "-r")) a->root = atoi(val);
   if (!strcmp(opt, "--times")) a->times = val;
+  if (!strcmp(opt, "--pause")) {
+    char* end = NULL;
+    long ms = strtol(val, &end, 10);
+    if (end == val || *end != '\0' || ms < 0 || ms > 3600000) {
+      fprintf(stderr, "--pause needs milliseconds from 0 to 3600000, not '%s'\n", val);
+      return -1;
+    }
+    a->pause_ms = (int)ms;
+  }
   return 1;
 }
 

@@ -5,9 +5,11 @@
  * to the end of hvds_wait() with no barrier in between; an iteration's time is the slowest rank's.
  * Every iteration of a size reuses one tensor name, so steady state takes the response cache's
  * fast path as training does. Then one untimed operation on fresh inputs is checked. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf.h"
 
@@ -88,6 +90,13 @@ static int write_times(const perf_args_t* a, size_t bytes, const double* t, int 
   return fclose(f) == 0 ? 0 : -1;
 }
 
+/* --pause: every rank leaves its CPU idle for ms, as ranks do while a step computes. */
+static void pause_all(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
 /* Runs one size. Returns 0 with *row filled, 1 when the size holds no element, -1 on failure. */
 static int run_size(const perf_args_t* a, const perf_coll_t* coll, size_t bytes, double* stats,
                     hvds_bench_row_t* row) {
@@ -98,7 +107,10 @@ static int run_size(const perf_args_t* a, const perf_coll_t* coll, size_t bytes,
   int rc = coll->setup(&c);
   if (rc != 0) fprintf(stderr, "rank %d: out of memory at %zu bytes\n", a->rank, bytes);
   for (int i = 0; rc == 0 && i < a->sweep.warmup; i++) rc = run_op(&c, coll, NULL);
-  for (int i = 0; rc == 0 && i < a->sweep.iters; i++) rc = run_op(&c, coll, &stats[i]);
+  for (int i = 0; rc == 0 && i < a->sweep.iters; i++) {
+    if (a->pause_ms > 0 && i == a->sweep.iters / 2) pause_all(a->pause_ms);
+    rc = run_op(&c, coll, &stats[i]);
+  }
   long wrong = -1;
   double max_err = 0;
   if (rc == 0) rc = run_check(&c, coll, &wrong, &max_err);

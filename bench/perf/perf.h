@@ -18,6 +18,7 @@ typedef struct {
   int inplace;         /* allreduce: output aliases input (default); --oop turns it off */
   int root;            /* -r: broadcast root */
   const char* times;   /* --times: rank 0 writes every timed iteration's time here, in order */
+  int pause_ms;        /* --pause: idle time before each size's middle timed iteration */
   int rank, np;        /* filled after hvds_init() */
 } perf_args_t;
 

@@ -6,7 +6,9 @@ the rounds' max/min, the machine's among them, and whose machine short / long is
 pass's. Then memory_pass alone: a pass prints its CSV row with min <= median <= max, with and
 without -x (whose threads check that every part came back), on parts of unequal length and in
 several rounds too; --times appends one line per pass in order, --pause or not; a call without
-a size exits 2 with its usage. Each job has the script's own time limit.
+a size exits 2 with its usage. hvdsparse-perf's --pause: the job idles for it at every size
+(no sooner done than the pauses add up), its --times rows stay in order, and a bad value is
+refused before anything starts. Each job has the script's own time limit.
 
     python3 stability_check.py BUILD_DIR
 """
@@ -14,6 +16,7 @@ import csv
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 IMPLS = ["hvdsparse", "hvdsparse-short", "mpi", "machine", "exchange", "exchange-short"]
@@ -95,13 +98,40 @@ def check_memory_pass(build):
         fail("memory_pass without a size exited %d: %s" % (r.returncode, r.stderr))
 
 
+def check_perf_pause(build):
+    b = os.path.join(build, "bin")
+    path = os.path.join(build, "test-stability-perf-times.csv")
+    if os.path.exists(path):
+        os.remove(path)
+    cmd = [os.path.join(b, "hvdsparse"), "run", "-np", "2", os.path.join(b, "hvdsparse-perf"),
+           "allreduce", "-b", "64K", "-e", "128K", "-n", "6", "-w", "0", "--pause", "600",
+           "--times", path]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - t0
+    if r.returncode != 0:
+        fail("hvdsparse-perf --pause exited %d: %s" % (r.returncode, r.stderr[-2000:]))
+    if wall < 1.2:
+        fail("two sizes with --pause 600 ended after %.2f s: the ranks did not idle" % wall)
+    with open(path) as f:
+        rows = [ln.split(",") for ln in f.read().split()]
+    want = [(b, i) for b in ("65536", "131072") for i in range(6)]
+    if [(b, int(i)) for b, i, _ in rows] != want or min(float(t) for _, _, t in rows) <= 0:
+        fail("hvdsparse-perf --pause --times wrote %s" % rows)
+    r = subprocess.run([os.path.join(b, "hvdsparse-perf"), "allreduce", "--pause", "-5"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 0 or "--pause needs milliseconds" not in r.stderr:
+        fail("hvdsparse-perf --pause -5 exited %d: %s" % (r.returncode, r.stderr))
+
+
 def main():
     build = os.path.abspath(sys.argv[1])
     out = os.path.join(build, "test-stability")
     check_memory_pass(build)
+    check_perf_pause(build)
     check_table(build, out)
     print("OK: six jobs per round, the table's spreads and short / long, memory_pass's rows, "
-          "times and usage")
+          "times and usage, hvdsparse-perf's pauses")
 
 
 if __name__ == "__main__":
