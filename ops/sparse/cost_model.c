@@ -198,14 +198,15 @@ static int zen_bitmap(const terms_t* t, double per, double part) {
   return part / 8 < per * gathered_index(t, per, t->N);
 }
 
-/* zen.c: COO push, a count allgather (halving-doubling), then the pull in the cheaper of COO and
- * a hash bitmap per owner. */
+/* zen.c: COO push (its indices delta-coded when packed: k / P of them over the whole tensor), a
+ * count allgather (halving-doubling), then the pull in the cheaper of COO and a hash bitmap per
+ * owner. */
 static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
-  double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P;
+  double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P, block = t->k / t->P;
   double pulled = zen_bitmap(t, per, part) ? part / 8 + per * t->qrb
                                            : per * (gathered_index(t, per, t->N) + t->qrb);
-  double push =
-      2.0 * (t->P - 1) * (t->alpha + t->round) + (t->P - 1) * (t->k / t->P) * t->s * t->beta;
+  double push = 2.0 * (t->P - 1) * (t->alpha + t->round) +
+                (t->P - 1) * block * (gathered_index(t, block, t->N) + t->rb) * t->beta;
   double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * (t->alpha + t->round);
   double pull = (t->P - 1) * (t->alpha + t->round + pulled * t->beta);
   return push + counts + pull;
@@ -318,7 +319,7 @@ static double xchg_pack_steps(const terms_t* t, double n) {
 /* Packing: the gather phase's busiest owner delta-codes its indices and every rank decodes every
  * owner's, a step per entry each, at full precision with the rows copied in and out (dense
  * passes; quantized, quant_cost prices them); recursive doubling's rounds and the folds pack
- * what they send and unpack what they receive. */
+ * what they send and unpack what they receive, and so does ZEN's push. */
 static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   if (!t->packed) return 0;
   double KP = hvds__sparse_union(x, t->P), own = KP / t->P, all = KP, w = 0;
@@ -337,7 +338,8 @@ static double pack_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       all = gathered_sparse(t, KP / t->p2, part) ? KP : 0;
       break;
     }
-    case HVDS_SPARSE_ZEN:
+    case HVDS_SPARSE_ZEN:  // the push's blocks too: packed here, unpacked by their owners
+      w += xchg_pack_steps(t, t->k * (t->P - 1) / t->P);
       break;
     default:
       return 0;

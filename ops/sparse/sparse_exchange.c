@@ -138,16 +138,137 @@ hvds_result_t hvds__sparse_alltoallv(hvds_sparse_ctx_t* c, const int* map, int m
   return HVDS_SUCCESS;
 }
 
-hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, int m, int v,
-                                        const uint64_t* send, uint64_t* recv) {
-  recv[v] = send[v];
+/* w uint64 to and from each of the m virtual ranks: send[j * w ...] to j, recv[j * w ...] from j. */
+static hvds_result_t alltoall_words(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                    const uint64_t* send, uint64_t* recv, int w) {
+  memcpy(&recv[v * w], &send[v * w], (size_t)w * 8);
   for (int k = 1; k < m; k++) {
     int to = (v + k) % m, from = (v - k + m) % m;
-    hvds_result_t rc = hvds__p2p_sendrecv(c->p, real_of(map, to), &send[to], 8, real_of(map, from),
-                                          &recv[from], 8, c->tag);
+    hvds_result_t rc = hvds__p2p_sendrecv(c->p, real_of(map, to), &send[to * w], (size_t)w * 8,
+                                          real_of(map, from), &recv[from * w], (size_t)w * 8,
+                                          c->tag);
     if (rc != HVDS_SUCCESS) return rc;
   }
   return HVDS_SUCCESS;
+}
+
+hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                        const uint64_t* send, uint64_t* recv) {
+  return alltoall_words(c, map, m, v, send, recv, 1);
+}
+
+/* Receive offsets and bytes of blocks of rcount[j] sparse entries, one after another. */
+static size_t stream_offsets(const hvds_sparse_layout_t* lay, int m, const uint64_t* rcount,
+                             size_t* roff, size_t* rbytes) {
+  size_t total = 0;
+  for (int j = 0; j < m; j++) {
+    roff[j] = total;
+    rbytes[j] = hvds__sstream_bytes(lay, rcount[j], 0);
+    total += rbytes[j];
+  }
+  return total;
+}
+
+/* hvds__sparse_alltoall_streams for c->packed: every block but the own one packed (its bound
+ * apart, so packing needs no second pass), each peer's entry count and packed bytes exchanged
+ * as one pair, the packed blocks exchanged, and each unpacked into *rbuf. */
+static hvds_result_t alltoall_packed(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                     const char* sbuf, const size_t* soff, const uint64_t* scount,
+                                     char** rbuf, size_t* roff, size_t* rbytes, uint64_t* rcount,
+                                     size_t* sent) {
+  const hvds_sparse_layout_t* lay = &c->lay;
+  size_t* off = calloc(4 * (size_t)m, sizeof(size_t));  // packed: send offsets, bytes; receive
+  uint64_t* pair = calloc(4 * (size_t)m, sizeof(uint64_t));  // sent (count, bytes), received
+  char *psend = NULL, *precv = NULL;
+  hvds_result_t rc = off != NULL && pair != NULL ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;
+  size_t *psoff = off, *psbytes = off + m, *proff = off + 2 * m, *prbytes = off + 3 * m, all = 0;
+  for (int j = 0; rc == HVDS_SUCCESS && j < m; j++) {
+    hvds_qblock_shape_t sh = stream_shape(lay, scount[j]);
+    psoff[j] = all;
+    all += j != v && scount[j] > 0 ? hvds__sparse_qblock_bound(lay, &sh, 0) : 0;
+  }
+  if (rc == HVDS_SUCCESS && all > 0 && (psend = hvds__sparse_buf_alloc(all)) == NULL)
+    rc = HVDS_SYSTEM_ERROR;
+  *sent = 0;
+  for (int j = 0; rc == HVDS_SUCCESS && j < m; j++) {
+    hvds_qblock_shape_t sh = stream_shape(lay, scount[j]);
+    if (j != v && scount[j] > 0)
+      rc = hvds__sparse_qblock_pack(lay, 0, 0, sbuf + soff[j], &sh, psend + psoff[j], &psbytes[j]);
+    pair[2 * j] = scount[j], pair[2 * j + 1] = psbytes[j];
+    *sent += psbytes[j];
+  }
+  if (rc == HVDS_SYSTEM_ERROR) rc = hvds__sparse_nomem(c, "sparse all-to-all");
+  if (rc == HVDS_SUCCESS) rc = alltoall_words(c, map, m, v, pair, pair + 2 * m, 2);
+  size_t pall = 0;
+  for (int j = 0; rc == HVDS_SUCCESS && j < m; j++) {
+    hvds_qblock_shape_t sh = stream_shape(lay, pair[2 * m + 2 * j]);
+    rcount[j] = pair[2 * m + 2 * j], prbytes[j] = pair[2 * m + 2 * j + 1], proff[j] = pall;
+    pall += prbytes[j];
+    if (rcount[j] > lay->dim ||
+        (j != v && prbytes[j] > (rcount[j] > 0 ? hvds__sparse_qblock_bound(lay, &sh, 0) : 0))) {
+      snprintf(c->p->error, sizeof c->p->error,
+               "sparse: rank %d announced %llu entries in %llu bytes for a range of %zu",
+               real_of(map, j), (unsigned long long)rcount[j], (unsigned long long)prbytes[j],
+               lay->dim);
+      rc = HVDS_INTERNAL_ERROR;
+    }
+  }
+  size_t total = rc == HVDS_SUCCESS ? stream_offsets(lay, m, rcount, roff, rbytes) : 0;
+  if (rc == HVDS_SUCCESS && ((*rbuf = hvds__sparse_buf_alloc(total)) == NULL ||
+                             (pall > 0 && (precv = hvds__sparse_buf_alloc(pall)) == NULL)))
+    rc = hvds__sparse_nomem(c, "sparse all-to-all");
+  if (rc == HVDS_SUCCESS)
+    rc = hvds__sparse_alltoallv(c, map, m, v, psend, psoff, psbytes, precv, proff, prbytes);
+  if (rc == HVDS_SUCCESS && rbytes[v] > 0) memcpy(*rbuf + roff[v], sbuf + soff[v], rbytes[v]);
+  for (int j = 0; rc == HVDS_SUCCESS && j < m; j++) {
+    hvds_qblock_shape_t sh = stream_shape(lay, rcount[j]);
+    uint64_t nonzero = 0;
+    if (j == v || rcount[j] == 0) continue;
+    if (hvds__sparse_qblock_unpack(lay, 0, precv + proff[j], prbytes[j], &sh, *rbuf + roff[j],
+                                   &nonzero) != HVDS_SUCCESS) {
+      snprintf(c->p->error, sizeof c->p->error,
+               "sparse: the packed block from rank %d does not decode", real_of(map, j));
+      rc = HVDS_INTERNAL_ERROR;
+    }
+  }
+  hvds__sparse_buf_free(psend);
+  hvds__sparse_buf_free(precv);
+  free(off);
+  free(pair);
+  return rc;
+}
+
+hvds_result_t hvds__sparse_alltoall_streams(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                            const char* sbuf, const size_t* soff,
+                                            const uint64_t* scount, char** rbuf, size_t* roff,
+                                            size_t* rbytes, uint64_t* rcount, size_t* sent) {
+  *rbuf = NULL;
+  if (c->packed)
+    return alltoall_packed(c, map, m, v, sbuf, soff, scount, rbuf, roff, rbytes, rcount, sent);
+  hvds_result_t rc = hvds__sparse_alltoall_u64(c, map, m, v, scount, rcount);
+  if (rc != HVDS_SUCCESS) return rc;
+  for (int j = 0; j < m; j++)
+    if (rcount[j] > c->lay.dim) {
+      snprintf(c->p->error, sizeof c->p->error,
+               "sparse: rank %d announced %llu entries for a range of %zu", real_of(map, j),
+               (unsigned long long)rcount[j], c->lay.dim);
+      return HVDS_INTERNAL_ERROR;
+    }
+  size_t* sbytes = malloc((size_t)m * sizeof(size_t));
+  if (sbytes == NULL) return hvds__sparse_nomem(c, "sparse all-to-all");
+  *sent = 0;
+  for (int j = 0; j < m; j++) {
+    sbytes[j] = hvds__sstream_bytes(&c->lay, scount[j], 0);
+    *sent += j != v ? sbytes[j] : 0;
+  }
+  size_t total = stream_offsets(&c->lay, m, rcount, roff, rbytes);
+  if ((*rbuf = hvds__sparse_buf_alloc(total)) == NULL) {
+    free(sbytes);
+    return hvds__sparse_nomem(c, "sparse all-to-all");
+  }
+  rc = hvds__sparse_alltoallv(c, map, m, v, sbuf, soff, sbytes, *rbuf, roff, rbytes);
+  free(sbytes);
+  return rc;
 }
 
 hvds_result_t hvds__sparse_rd_allgather(hvds_sparse_ctx_t* c, const int* map, int p2, int v,

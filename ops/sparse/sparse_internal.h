@@ -28,7 +28,7 @@ typedef struct {
                                 0: full precision; already 0 for integers and a single rank */
   int packed;                /* hvds__sparse_packs, the same on every rank: stream exchanges
                                 (hvds__sparse_xchg: recursive doubling's rounds, the folds) and
-                                split-allgather's gather and ZEN's pull go as packed blocks
+                                split-allgather's gather and ZEN's push and pull go as packed blocks
                                 (sparse_quant.h: indices delta-coded; the gathers' values
                                 quantized when quant_bits is set, the others' as they are) */
   int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
@@ -89,6 +89,19 @@ hvds_result_t hvds__sparse_alltoallv(hvds_sparse_ctx_t* c, const int* map, int m
 /* One uint64 to and from each of the m virtual ranks (the size exchange before a payload). */
 hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, int m, int v,
                                         const uint64_t* send, uint64_t* recv);
+/* Personalized exchange of sparse streams over the whole index space, in the stream layout:
+ * block j (scount[j] entries at sbuf + soff[j]) goes to virtual rank j (as in
+ * hvds__sparse_alltoallv); the block from j lands in *rbuf (allocated here, the caller frees it
+ * with hvds__sparse_buf_free) at roff[j]: rcount[j] entries, rbytes[j] bytes. The counts travel
+ * first; with c->packed each block but the own one goes packed (indices delta-coded, values as
+ * they are, sparse_quant.h) and its packed bytes travel with its count. *sent: the bytes this
+ * rank sent. A count over the index space or a block that does not decode fails naming the
+ * rank. */
+hvds_result_t hvds__sparse_alltoall_streams(hvds_sparse_ctx_t* c, const int* map, int m, int v,
+                                            const char* sbuf, const size_t* soff,
+                                            const uint64_t* scount, char** rbuf /* OUT */,
+                                            size_t* roff /* OUT */, size_t* rbytes /* OUT */,
+                                            uint64_t* rcount /* OUT */, size_t* sent /* OUT */);
 /* Allgather of blocks by recursive doubling among p2 (a power of two) virtual ranks: block j
  * occupies [off[j], off[j + 1]) of buf, this rank's is filled on entry, all are on return. */
 hvds_result_t hvds__sparse_rd_allgather(hvds_sparse_ctx_t* c, const int* map, int p2, int v,

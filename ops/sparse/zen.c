@@ -20,8 +20,9 @@
  * partition once with its indices delta-coded or its bitmap as it is, and its values quantized or
  * as they are (sparse_quant.h); the packed sizes travel with the count allgather, the packed
  * partitions are gathered, and every rank, the owner included, unpacks them all before decoding.
- * The bitmap is then chosen against the delta-coded indices. The push stays in full precision:
- * nothing is summed while quantized.
+ * The bitmap is then chosen against the delta-coded indices. The push's blocks go packed too,
+ * their indices delta-coded and their values as they are (nothing is summed while quantized):
+ * each block holds about k / P indices spread over the whole tensor, gaps of one or two bytes.
  * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
  * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
@@ -57,6 +58,7 @@ typedef struct {
   hvds_sstream_t* parts;                 /* views of the received push blocks */
   hvds_sstream_t agg;                    /* this rank's partition, summed */
   char *sbuf, *rbuf, *gbuf;
+  size_t pushed; /* bytes this rank pushed to the others (packed when c->packed) */
 } zen_t;
 
 static size_t range_lo(const zen_t* x, int j) {
@@ -128,18 +130,9 @@ static hvds_result_t partition(zen_t* x, const hvds_sstream_t* in) {
 static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   if (partition(x, in) != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "zen");
-  hvds_result_t rc = hvds__sparse_alltoall_u64(x->c, NULL, x->P, x->r, x->scount, x->rcount);
-  if (rc != HVDS_SUCCESS) return rc;
-  size_t total = 0;
-  for (int j = 0; j < x->P; j++) {
-    x->roff[j] = total;
-    x->rbytes[j] = hvds__sstream_bytes(lay, x->rcount[j], 0);
-    total += x->rbytes[j];
-  }
-  x->rbuf = hvds__sparse_buf_alloc(total);
-  if (x->rbuf == NULL) return hvds__sparse_nomem(x->c, "zen");
-  rc = hvds__sparse_alltoallv(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->sbytes, x->rbuf, x->roff,
-                              x->rbytes);
+  hvds_result_t rc =
+      hvds__sparse_alltoall_streams(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->scount, &x->rbuf,
+                                    x->roff, x->rbytes, x->rcount, &x->pushed);
   if (rc != HVDS_SUCCESS) return rc;
   for (int j = 0; j < x->P; j++)
     hvds__sstream_view(lay, x->rbuf + x->roff[j], 0, lay->dim, x->rcount[j], 0, &x->parts[j]);
@@ -339,13 +332,11 @@ static void report(zen_t* x, double push_imbalance) {
   }
   x->c->res->push_imbalance = worst;
   x->c->res->pull_imbalance = total > 0 ? x->P * largest / total : 1.0;
-  size_t pushed = 0;
-  for (int j = 0; j < x->P; j++) pushed += j != x->r ? x->sbytes[j] : 0;
   HVDS_DEBUG(
       "zen: rank %d of %d: push imbalance %.3f here, %.3f worst; owns %llu of %.0f "
-      "entries (pull imbalance %.3f); pushed %zu bytes, pulls its block as %llu bytes%s",
+      "entries (pull imbalance %.3f); pushed %zu bytes%s, pulls its block as %llu bytes%s",
       x->r, x->P, push_imbalance, worst, (unsigned long long)x->agg.n, total,
-      x->c->res->pull_imbalance, pushed,
+      x->c->res->pull_imbalance, x->pushed, x->c->packed ? " packed" : "",
       (unsigned long long)(x->c->packed ? x->gather[3 * x->r + 2] : x->gbytes[x->r]),
       x->c->packed ? " packed" : "");
 }
