@@ -3,7 +3,8 @@
  * against the dense allreduce of the same data.
  *
  *   hvdsparse run -np 4 hvdsparse-perf sparse_allreduce -N 4M --density 0.01 [--row D]
- *       [--generator uniform|zipf|overlap|identical|disjoint] [--overlap X] [--algorithm NAME|all]
+ *       [--generator uniform|zipf|overlap|identical|disjoint] [--overlap X]
+ *       [--algorithm NAME[,NAME...]|all]
  *       [-d float32|float64|...] [--index int32|int64] [--dense-out] [-n iters] [-w warmup]
  *       [--min-time S] [--csv]
  *
@@ -96,7 +97,8 @@ static void usage(FILE* f) {
       "  --generator G       uniform | zipf | overlap | identical | disjoint (default uniform)\n"
       "  --overlap X         overlap: shared fraction of each rank's indices (default 0.5)\n"
       "  --algorithm A       auto | dense | allgather | ssar_recursive_doubling |\n"
-      "                      ssar_split_allgather | dsar_split_allgather | zen | all (default)\n"
+      "                      ssar_split_allgather | dsar_split_allgather | zen | all (default),\n"
+      "                      or several names separated by commas (one reference run for all)\n"
       "  -d TYPE             value type (default float32)\n"
       "  --index TYPE        int32 | int64 (default int32, int64 when DIM needs it)\n"
       "  --dense-out         write results densely (default: sparse results)\n"
@@ -392,6 +394,28 @@ static int timed_iters(const spx_args_t* a, double ms, int* iters /* OUT */) {
   return 0;
 }
 
+/* 1 when --algorithm (all, a name, or names separated by commas) asks for name. */
+static int algo_asked(const char* asked, const char* name) {
+  if (!strcmp(asked, "all")) return 1;
+  size_t n = strlen(name);
+  for (const char* at = asked; at != NULL; at = strchr(at, ','), at = at ? at + 1 : NULL)
+    if (!strncmp(at, name, n) && (at[n] == ',' || at[n] == '\0')) return 1;
+  return 0;
+}
+
+/* The first name in --algorithm that is no algorithm's (its length in *len), or NULL. */
+static const char* unknown_algo(const char* asked, size_t* len) {
+  if (!strcmp(asked, "all")) return NULL;
+  for (const char* at = asked; at != NULL; at = strchr(at, ','), at = at ? at + 1 : NULL) {
+    *len = strcspn(at, ",");
+    int known = 0;
+    for (int k = 0; k < NUM_ALGOS; k++)
+      known |= strlen(kAlgos[k]) == *len && !strncmp(at, kAlgos[k], *len);
+    if (!known) return at;
+  }
+  return NULL;
+}
+
 /* Runs algo (NULL: the plain dense allreduce) into times and fills row but for its times: the
  * warm-up, -n timed operations, then as many more as --min-time asks for (with --interleave,
  * row->iters says how many and run_interleaved runs them). */
@@ -553,6 +577,12 @@ int perf_sparse_main(int argc, char** argv) {
   spx_args_t a;
   int rc = parse(argc, argv, &a);
   if (rc != 0) return rc > 0 ? 0 : 2;
+  size_t len = 0;
+  const char* bad = unknown_algo(a.algorithm, &len);
+  if (bad != NULL) {  // before init: every rank refuses alike
+    fprintf(stderr, "unknown --algorithm '%.*s' (see --help)\n", (int)len, bad);
+    return 2;
+  }
   if (hvds_init() != HVDS_SUCCESS) {
     fprintf(stderr, "hvds_init failed: %s\n", hvds_last_error());
     return 1;
@@ -569,7 +599,7 @@ int perf_sparse_main(int argc, char** argv) {
   if (!failed) memcpy(d.ref, d.out, a.n * a.row * hvds_dtype_size(a.dtype));
   nrows += !failed;
   for (int k = 0; k < NUM_ALGOS && !failed; k++) {
-    if (strcmp(a.algorithm, "all") != 0 && strcmp(a.algorithm, kAlgos[k]) != 0) continue;
+    if (!algo_asked(a.algorithm, kAlgos[k])) continue;
     algos[nrows] = kAlgos[k];
     failed = run_algo(&a, &d, kAlgos[k], row_times(&a, &d, nrows), &rows[nrows]) != 0;
     nrows += !failed;

@@ -2,7 +2,8 @@
 with --interleave, and checks its rows: every algorithm present, no wrong element (the tool
 compares each algorithm's result with the dense allreduce's), more timed operations than -n
 where --min-time asks for them (operations under 10 ms), times positive and the
-minimum at most the median. With the runtime library as LIB, also that the rows carry what the
+minimum at most the median; --algorithm with names separated by commas gives those rows, and an
+unknown name among them is refused. With the runtime library as LIB, also that the rows carry what the
 cost model was given: priced again through the library (bench/sparse_replay.py), each row's
 inputs give its model_ms, and the auto row's the runtime's pick. A job that hangs fails after
 JOB_TIMEOUT seconds.
@@ -22,9 +23,9 @@ ALGOS = ["allreduce", "auto", "dense", "allgather", "ssar_recursive_doubling",
 JOB_TIMEOUT = 90  # seconds per job; then the launcher (our child, by its pid) is stopped
 
 
-def run(launcher, perf, np, extra):
+def run(launcher, perf, np, extra, algorithm="all"):
     cmd = [launcher, "run", "-np", str(np), perf, "sparse_allreduce", "-N", "64K", "--density",
-           "0.02", "--generator", "zipf", "--algorithm", "all", "-n", "2", "-w", "1",
+           "0.02", "--generator", "zipf", "--algorithm", algorithm, "-n", "2", "-w", "1",
            "--min-time", "0.05", "--csv"] + extra
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -44,10 +45,10 @@ def run(launcher, perf, np, extra):
     return list(csv.DictReader(io.StringIO("\n".join(lines))))
 
 
-def check(rows, mode):
+def check(rows, mode, algos=ALGOS):
     names = [r["algorithm"] for r in rows]
-    if names != ALGOS:
-        sys.exit("FAIL (%s): rows %s, expected %s" % (mode, names, ALGOS))
+    if names != algos:
+        sys.exit("FAIL (%s): rows %s, expected %s" % (mode, names, algos))
     for r in rows:
         what = "%s %s" % (mode, r["algorithm"])
         if int(r["wrong"]) != 0:
@@ -89,6 +90,12 @@ def main():
     if len(sys.argv) > 4:
         check_replay(rows, sys.argv[4])
     check(run(launcher, perf, np, ["--interleave"]), "interleaved")
+    # Names separated by commas: the reference and those rows, in the tool's order.
+    check(run(launcher, perf, np, [], "zen,allgather"), "two", ["allreduce", "allgather", "zen"])
+    bad = subprocess.run([perf, "sparse_allreduce", "--algorithm", "zen,zenn"],
+                         capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    if bad.returncode != 2 or "unknown --algorithm 'zenn'" not in bad.stderr:
+        sys.exit("FAIL: --algorithm zen,zenn exited %d: %s" % (bad.returncode, bad.stderr))
     print("OK")
 
 
