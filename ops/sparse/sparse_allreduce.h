@@ -53,10 +53,11 @@ typedef struct {
                                    rank 0's are used on every rank (they travel in the
                                    preamble) */
   int pack_indices;             /* recursive doubling's rounds and folds, split-allgather's
-                                   folds and gather, ZEN's pull at full precision: 0 delta-codes
-                                   the indices on the wire when the cost model says the bytes
-                                   saved outweigh the coding (slow links), 1 always, -1 never
-                                   (quantized gathers always do); every rank must pass the same */
+                                   folds and gather, ZEN's push and pull at full precision: 0
+                                   delta-codes the indices on the wire when the cost model says
+                                   the bytes saved outweigh the coding (slow links), 1 always,
+                                   -1 never (quantized gathers always do); every rank must pass
+                                   the same */
 } hvds_sparse_opts_t;
 
 /* Default options: AUTO, unknown overlap, default network and seed, no quantization, no

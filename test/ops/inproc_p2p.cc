@@ -64,6 +64,7 @@ struct InprocWorld {
   int size;
   std::vector<std::unique_ptr<Mailbox>> boxes;
   std::unique_ptr<std::atomic<bool>[]> dead;
+  std::atomic<size_t> bytes_sent{0};
 };
 
 namespace {
@@ -108,6 +109,7 @@ hvds_result_t ip_isend(hvds_p2p_t* p, int peer, const void* buf, size_t bytes, u
     r->rc = HVDS_REMOTE_ERROR;  // reported by wait, like a closed connection
     return HVDS_SUCCESS;
   }
+  w->bytes_sent += bytes;
   auto m = std::make_unique<Msg>();
   m->src = p->rank;
   m->tag = tag;
@@ -230,6 +232,8 @@ hvds_p2p_t* inproc_comm(const std::shared_ptr<InprocWorld>& world, int rank, int
   p->impl = c;
   return p;
 }
+
+size_t inproc_bytes_sent(InprocWorld* world) { return world->bytes_sent; }
 
 void inproc_kill(InprocWorld* world, int rank) {
   world->dead[rank] = true;

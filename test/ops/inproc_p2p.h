@@ -26,6 +26,8 @@ hvds_p2p_t* inproc_comm(const std::shared_ptr<InprocWorld>& world, int rank, int
 void inproc_kill(InprocWorld* world, int rank);
 // Number of messages sent but never received, over the whole world (0 after a clean test).
 size_t inproc_pending_messages(InprocWorld* world);
+// Payload bytes sent so far, over the whole world (what a transport would put on the wire).
+size_t inproc_bytes_sent(InprocWorld* world);
 
 // Runs fn(p) on size threads, one communicator each, and joins them. Communicators are
 // destroyed after every thread returned.
