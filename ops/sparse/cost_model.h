@@ -96,7 +96,8 @@ double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net);
 
 /* hvds__sparse_packs for ZEN only: packed, and its pull lists the hashed positions in each
- * owner's range instead of the indices (smaller gaps; every rank then ranks the result by index). */
+ * owner's range instead of the indices (smaller gaps; every rank then ranks the result by
+ * index). */
 #define HVDS_SPARSE_PACK_HASHED 2
 
 /* 1 when algorithm a sends its sparse streams as packed blocks (sparse_quant.h: delta-coded

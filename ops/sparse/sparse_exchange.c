@@ -138,15 +138,16 @@ hvds_result_t hvds__sparse_alltoallv(hvds_sparse_ctx_t* c, const int* map, int m
   return HVDS_SUCCESS;
 }
 
-/* w uint64 to and from each of the m virtual ranks: send[j * w ...] to j, recv[j * w ...] from j. */
+/* w uint64 to and from each of the m virtual ranks: send[j * w ...] to j, recv[j * w ...] from
+ * j. */
 static hvds_result_t alltoall_words(hvds_sparse_ctx_t* c, const int* map, int m, int v,
                                     const uint64_t* send, uint64_t* recv, int w) {
   memcpy(&recv[v * w], &send[v * w], (size_t)w * 8);
   for (int k = 1; k < m; k++) {
     int to = (v + k) % m, from = (v - k + m) % m;
-    hvds_result_t rc = hvds__p2p_sendrecv(c->p, real_of(map, to), &send[to * w], (size_t)w * 8,
-                                          real_of(map, from), &recv[from * w], (size_t)w * 8,
-                                          c->tag);
+    hvds_result_t rc =
+        hvds__p2p_sendrecv(c->p, real_of(map, to), &send[to * w], (size_t)w * 8, real_of(map, from),
+                           &recv[from * w], (size_t)w * 8, c->tag);
     if (rc != HVDS_SUCCESS) return rc;
   }
   return HVDS_SUCCESS;
@@ -177,7 +178,7 @@ static hvds_result_t alltoall_packed(hvds_sparse_ctx_t* c, const int* map, int m
                                      char** rbuf, size_t* roff, size_t* rbytes, uint64_t* rcount,
                                      size_t* sent) {
   const hvds_sparse_layout_t* lay = &c->lay;
-  size_t* off = calloc(4 * (size_t)m, sizeof(size_t));  // packed: send offsets, bytes; receive
+  size_t* off = calloc(4 * (size_t)m, sizeof(size_t));       // packed: send offsets, bytes; receive
   uint64_t* pair = calloc(4 * (size_t)m, sizeof(uint64_t));  // sent (count, bytes), received
   char *psend = NULL, *precv = NULL;
   hvds_result_t rc = off != NULL && pair != NULL ? HVDS_SUCCESS : HVDS_SYSTEM_ERROR;

@@ -23,9 +23,10 @@
  * The bitmap is then chosen against the delta-coded indices. With HVDS_SPARSE_PACK_HASHED (the
  * cost model's choice where bytes matter more than local work) the head lists the hashed
  * positions in the owner's range instead, rows in hashed order as under a bitmap: P times
- * smaller gaps (16 hosts, 2^24, 1% Zipf: 1.0 bytes an entry against 1.4). The push's blocks go packed too,
- * their indices delta-coded and their values as they are (nothing is summed while quantized):
- * each block holds about k / P indices spread over the whole tensor, gaps of one or two bytes.
+ * smaller gaps (16 hosts, 2^24, 1% Zipf: 1.0 bytes an entry against 1.4). The push's blocks go
+ * packed too, their indices delta-coded and their values as they are (nothing is summed while
+ * quantized): each block holds about k / P indices spread over the whole tensor, gaps of one or
+ * two bytes.
  * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
  * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
@@ -198,7 +199,7 @@ static hvds_result_t pack_own(zen_t* x, char** mine, size_t* packed) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   x->gather[3 * x->r] = x->agg.n;  // this rank's shape is known before the allgather
   hvds_qblock_shape_t me = pull_shape(x, x->r);
-  size_t bytes = use_bitmap(x, x->r) ? bitmap_bytes(x, x->r)
+  size_t bytes = use_bitmap(x, x->r)     ? bitmap_bytes(x, x->r)
                  : hashed_order(x, x->r) ? hvds__sstream_bytes(lay, x->agg.n, 0)
                                          : 0;  // COO: the partition as it is
   char* block = bytes > 0 ? hvds__sparse_buf_alloc(bytes) : NULL;
