@@ -193,27 +193,18 @@ static double cost_dsar(const terms_t* t) {
 }
 
 /* 1 when ZEN's owners pull per entries of a hashed range of part indices as a bitmap: smaller
- * than COO's indices, or packed than the delta-coded gaps of their hashed positions in the range;
- * the rows cost the same either way. */
+ * than COO's indices (delta-coded when packed); the rows cost the same either way. */
 static int zen_bitmap(const terms_t* t, double per, double part) {
-  double span = t->packed == HVDS_SPARSE_PACK_HASHED ? part : t->N;  // what the gaps span
-  return part / 8 < per * gathered_index(t, per, span);
-}
-
-/* 1 when ZEN's partitions travel in hashed order (a bitmap, or packed hashed positions): the
- * owner ranks its entries by hash to encode, every rank ranks the result to decode. */
-static int zen_hashed(const terms_t* t, double per, double part) {
-  return t->packed == HVDS_SPARSE_PACK_HASHED || zen_bitmap(t, per, part);
+  return part / 8 < per * gathered_index(t, per, t->N);
 }
 
 /* zen.c: COO push (its indices delta-coded when packed: k / P of them over the whole tensor), a
- * count allgather (halving-doubling), then the pull in the cheaper of COO (packed: hashed
- * positions) and a hash bitmap per owner. */
+ * count allgather (halving-doubling), then the pull in the cheaper of COO and a hash bitmap per
+ * owner. */
 static double cost_zen(const terms_t* t, const hvds_sparse_problem_t* x) {
   double per = hvds__sparse_union(x, t->P) / t->P, part = t->N / t->P, block = t->k / t->P;
-  double positions = t->packed == HVDS_SPARSE_PACK_HASHED ? part : t->N;  // what the gaps span
   double pulled = zen_bitmap(t, per, part) ? part / 8 + per * t->qrb
-                                           : per * (gathered_index(t, per, positions) + t->qrb);
+                                           : per * (gathered_index(t, per, t->N) + t->qrb);
   double push = 2.0 * (t->P - 1) * (t->alpha + t->round) +
                 (t->P - 1) * block * (gathered_index(t, block, t->N) + t->rb) * t->beta;
   double counts = (2.0 * t->L + (t->rem > 0 ? 2 : 0)) * (t->alpha + t->round);
@@ -306,12 +297,12 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
     }
     case HVDS_SPARSE_ZEN: {  // hash and partition, merge, encode the owned part, decode all
       double per = KP / t->P, part = t->N / t->P;
-      int hashed = zen_hashed(t, per, part);
+      int bitmap = zen_bitmap(t, per, part);
       double encode =
-          hashed ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
-      // COO partitions merge (sorted, disjoint); hashed ones are ranked by index
+          bitmap ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
+      // COO partitions merge (sorted, disjoint); bitmap ones are ranked by index
       double decode =
-          hashed ? hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP) : 2 * carry(t, KP) * L;
+          bitmap ? hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP) : 2 * carry(t, KP) * L;
       return carry(t, 2 * k) + tree_merge_steps(t, x, k / t->P, part, t->P) + encode + decode;
     }
     default:
@@ -375,12 +366,13 @@ static double work(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_pro
          count_steps(t, hvds__sparse_union(x, t->P), always_dense);
 }
 
-/* Keyed hashes ZEN computes: every input entry, and with a pull in hashed order every owned
- * entry to encode and every result entry to decode. */
+/* Keyed hashes ZEN computes: every input entry, and with the bitmap pull every owned entry to
+ * encode and every result entry to decode. */
 static double hashes(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   if (a != HVDS_SPARSE_ZEN) return 0;
   double KP = hvds__sparse_union(x, t->P), per = KP / t->P, part = t->N / t->P;
-  return t->k + (zen_hashed(t, per, part) ? per + KP : 0);
+  int bitmap = zen_bitmap(t, per, part);
+  return t->k + (bitmap ? per + KP : 0);
 }
 
 /* Quantization in the gather phase: the busiest owner encodes its reduced rows, and every rank
@@ -440,15 +432,6 @@ static double cost_as(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
   }
 }
 
-/* ZEN packed: the cheaper of its pull's indices and its hashed positions (ties to the indices). */
-static double zen_packed(const hvds_sparse_problem_t* x, const hvds_sparse_net_t* net,
-                         int* packed) {
-  double indices = cost_as(HVDS_SPARSE_ZEN, x, net, 1);
-  double hashed = cost_as(HVDS_SPARSE_ZEN, x, net, HVDS_SPARSE_PACK_HASHED);
-  *packed = hashed < indices ? HVDS_SPARSE_PACK_HASHED : 1;
-  return hashed < indices ? hashed : indices;
-}
-
 /* Algorithm a's predicted seconds, packed as hvds__sparse_packs decides (*packed): forced, or
  * priced both ways once and the cheaper taken (ties unpacked). */
 static double priced(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
@@ -460,16 +443,13 @@ static double priced(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
     forced = 1;
   else if (x->pack_indices < 0)
     forced = 0;
-  if (forced == 1 && a == HVDS_SPARSE_ZEN) return zen_packed(x, net, packed);
   if (forced >= 0) {
     *packed = forced;
     return cost_as(a, x, net, forced);
   }
-  int as = 1;
-  double with = a == HVDS_SPARSE_ZEN ? zen_packed(x, net, &as) : cost_as(a, x, net, 1);
-  double without = cost_as(a, x, net, 0);
-  *packed = with < without ? as : 0;
-  return with < without ? with : without;
+  double with = cost_as(a, x, net, 1), without = cost_as(a, x, net, 0);
+  *packed = with < without;
+  return *packed ? with : without;
 }
 
 int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,

@@ -95,17 +95,12 @@ double hvds__sparse_overlap_estimate(int ranks, double k, double union_size);
 double hvds__sparse_cost(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                          const hvds_sparse_net_t* net);
 
-/* hvds__sparse_packs for ZEN only: packed, and its pull lists the hashed positions in each
- * owner's range instead of the indices (smaller gaps; every rank then ranks the result by
- * index). */
-#define HVDS_SPARSE_PACK_HASHED 2
-
 /* 1 when algorithm a sends its sparse streams as packed blocks (sparse_quant.h: delta-coded
  * indices): recursive doubling's rounds and folds, split-allgather's folds and gather, ZEN's push
- * and pull; for ZEN, HVDS_SPARSE_PACK_HASHED where its pull's hashed positions are the cheaper.
+ * and pull.
  * Split-allgather and ZEN when quantized, any of the three when x->pack_indices is 1, or when it
- * is 0 and the bytes saved cost less than the coding (the cheapest of the predictions); never
- * the others (allgather, Horovod's path, stays as it is). 0: not packed. */
+ * is 0 and the bytes saved cost less than the coding (the cheaper of the two predictions); never
+ * the others (allgather, Horovod's path, stays as it is). */
 int hvds__sparse_packs(hvds_sparse_algo_t a, const hvds_sparse_problem_t* x,
                        const hvds_sparse_net_t* net);
 

@@ -203,7 +203,7 @@ static hvds_sparse_algo_t choose(hvds_sparse_ctx_t* c, const hvds_sparse_opts_t*
                              : hvds__sparse_select_calibrated(&x, &o->net, c->res->calib, NULL);
   if (a == HVDS_SPARSE_DENSE)
     c->coll.algorithm = hvds__sparse_dense_rhd(&x, &o->net) ? HVDS_ALGO_RHD : HVDS_ALGO_RING;
-  c->packed = c->p->size > 1 ? hvds__sparse_packs(a, &x, &o->net) : 0;
+  c->packed = c->p->size > 1 && hvds__sparse_packs(a, &x, &o->net);
   return a;
 }
 
@@ -284,9 +284,7 @@ hvds_result_t hvds__sparse_allreduce(hvds_p2p_t* p, const hvds_sparse_layout_t* 
         hvds__sparse_algo_name(res->algorithm), p->size, lay->dim, lay->row, res->max_nnz,
         res->total_nnz, res->overlap, res->imbalance, res->input_steps,
         c.unordered ? " (entries added in unsorted)" : "",
-        c.packed == HVDS_SPARSE_PACK_HASHED ? ", packed (indices delta-coded; pull by hash)"
-        : c.packed                          ? ", packed (indices delta-coded)"
-                                            : "");
+        c.packed ? ", packed (indices delta-coded)" : "");
     rc = hvds__sparse_algo_info(res->algorithm)->run(&c, &in.stream, &out);
   }
   if (rc == HVDS_SUCCESS) rc = finish(&c, &out);

@@ -30,8 +30,7 @@ typedef struct {
                                 (hvds__sparse_xchg: recursive doubling's rounds, the folds) and
                                 split-allgather's gather and ZEN's push and pull go as packed blocks
                                 (sparse_quant.h: indices delta-coded; the gathers' values
-                                quantized when quant_bits is set, the others' as they are);
-                                HVDS_SPARSE_PACK_HASHED: ZEN's pull by hashed positions */
+                                quantized when quant_bits is set, the others' as they are) */
   int64_t union_rows;        /* >= 0: the result's non-zero rows before quantization, set by a
                                 quantized gather; -1: counted from the result */
   hvds_sparse_input_t* unordered; /* the dense baseline's input when its ordering was deferred

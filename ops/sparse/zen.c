@@ -20,13 +20,9 @@
  * partition once with its indices delta-coded or its bitmap as it is, and its values quantized or
  * as they are (sparse_quant.h); the packed sizes travel with the count allgather, the packed
  * partitions are gathered, and every rank, the owner included, unpacks them all before decoding.
- * The bitmap is then chosen against the delta-coded indices. With HVDS_SPARSE_PACK_HASHED (the
- * cost model's choice where bytes matter more than local work) the head lists the hashed
- * positions in the owner's range instead, rows in hashed order as under a bitmap: P times
- * smaller gaps (16 hosts, 2^24, 1% Zipf: 1.0 bytes an entry against 1.4). The push's blocks go
- * packed too, their indices delta-coded and their values as they are (nothing is summed while
- * quantized): each block holds about k / P indices spread over the whole tensor, gaps of one or
- * two bytes.
+ * The bitmap is then chosen against the delta-coded indices. The push's blocks go packed too,
+ * their indices delta-coded and their values as they are (nothing is summed while quantized):
+ * each block holds about k / P indices spread over the whole tensor, gaps of one or two bytes.
  * Imbalance (the debug log and the result): push = P * largest block / entries sent (per rank,
  * the worst reported), pull = P * largest partition / union size; 1.0 is perfect.
  * Preconditions: Sum/Average. Results are bitwise identical on every rank: each partition is
@@ -77,25 +73,14 @@ static size_t bitmap_bytes(const zen_t* x, int j) {
          hvds__pad8(part_entries(x, j) * hvds__sparse_row_bytes(&x->c->lay));
 }
 static int use_bitmap(const zen_t* x, int j) {
-  if (x->c->packed) {  // the rows cost the same; the indices' or positions' gaps are delta-coded
-    size_t n = part_entries(x, j);
-    size_t span = x->c->packed == HVDS_SPARSE_PACK_HASHED ? range_len(x, j) : x->c->lay.dim;
-    size_t gap = n > 0 ? span / n : 0;
+  if (x->c->packed) {  // the rows cost the same; COO's head is delta-coded
+    size_t n = part_entries(x, j), gap = n > 0 ? x->c->lay.dim / n : 0;
     return hvds__pad8((range_len(x, j) + 7) / 8) < n * hvds__sparse_varint_bytes(gap);
   }
   return bitmap_bytes(x, j) < hvds__sstream_bytes(&x->c->lay, part_entries(x, j), 0);
 }
 
-/* 1 when owner j's rows go in hashed order: under a bitmap, and packed with
- * HVDS_SPARSE_PACK_HASHED, where the head lists the entries' hashed positions in the owner's range
- * (their gaps P times smaller than the indices', a byte each once the union fills a hundredth of
- * the range; every rank then hashes and sorts the result, which the cost model weighs); else
- * COO, the head the indices and the rows in index order. */
-static int hashed_order(const zen_t* x, int j) {
-  return x->c->packed == HVDS_SPARSE_PACK_HASHED || use_bitmap(x, j);
-}
-
-/* Bytes of owner j's pull block before its rows: its bitmap, or its positions or indices. */
+/* Bytes of owner j's pull block before its rows: its bitmap or its indices. */
 static size_t head_bytes(const zen_t* x, int j) {
   return use_bitmap(x, j) ? (range_len(x, j) + 7) / 8
                           : part_entries(x, j) * hvds__sparse_idx_bytes(&x->c->lay);
@@ -156,12 +141,12 @@ static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
   return HVDS_SUCCESS;
 }
 
-/* Owner r's partition in hashed order: a bitmap over its hashed range or the ascending hashed
- * positions in it (hashed_order), then its rows, each straight at its rank among the positions. */
-static hvds_result_t encode_hashed(zen_t* x, char* dst) {
+/* Owner r's partition as a bitmap over its hashed range, then its rows in hashed order: each
+ * row goes straight to its rank among the hashed positions. */
+static hvds_result_t encode_bitmap(zen_t* x, char* dst) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   size_t rb = hvds__sparse_row_bytes(lay), n = x->agg.n, lo = range_lo(x, x->r);
-  size_t mapb = hvds__pad8(head_bytes(x, x->r));
+  size_t mapb = hvds__pad8((range_len(x, x->r) + 7) / 8);
   uint64_t* key = malloc((n > 0 ? 2 * n : 1) * sizeof(uint64_t));
   if (key == NULL) return HVDS_SYSTEM_ERROR;
   uint64_t* rank = key + n;
@@ -171,23 +156,19 @@ static hvds_result_t encode_hashed(zen_t* x, char* dst) {
     free(key);
     return HVDS_SYSTEM_ERROR;
   }
-  memset(dst, 0, mapb);
-  if (use_bitmap(x, x->r)) {
-    unsigned char* map = (unsigned char*)dst;  // LSB first
-    for (size_t t = 0; t < n; t++) map[key[t] >> 3] |= (unsigned char)(1u << (key[t] & 7));
-  } else {  // key is sorted now
-    for (size_t t = 0; t < n; t++) hvds__sparse_idx_set(lay, dst, t, (int64_t)key[t]);
-  }
-  const char* val = hvds__sstream_val(lay, &x->agg);  // rows by rank
+  unsigned char* map = (unsigned char*)dst;
+  memset(map, 0, mapb);
+  for (size_t t = 0; t < n; t++) map[key[t] >> 3] |= (unsigned char)(1u << (key[t] & 7));
+  const char* val = hvds__sstream_val(lay, &x->agg);  // LSB first, above; rows by rank
   for (size_t i = 0; i < n; i++) hvds__sparse_row_copy(dst + mapb + rank[i] * rb, val + i * rb, rb);
   memset(dst + mapb + n * rb, 0, hvds__pad8(n * rb) - n * rb);
   free(key);
   return HVDS_SUCCESS;
 }
 
-/* Writes this rank's pull block (its bitmap, positions or indices, then its rows) at dst. */
+/* Writes this rank's pull block (its bitmap or indices, then its rows) at dst. */
 static hvds_result_t own_block(zen_t* x, char* dst) {
-  if (hashed_order(x, x->r)) return encode_hashed(x, dst);
+  if (use_bitmap(x, x->r)) return encode_bitmap(x, dst);
   size_t bytes = hvds__sstream_bytes(&x->c->lay, x->agg.n, 0);
   if (bytes > 0) memcpy(dst, x->agg.base, bytes);
   return HVDS_SUCCESS;
@@ -199,9 +180,7 @@ static hvds_result_t pack_own(zen_t* x, char** mine, size_t* packed) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   x->gather[3 * x->r] = x->agg.n;  // this rank's shape is known before the allgather
   hvds_qblock_shape_t me = pull_shape(x, x->r);
-  size_t bytes = use_bitmap(x, x->r)     ? bitmap_bytes(x, x->r)
-                 : hashed_order(x, x->r) ? hvds__sstream_bytes(lay, x->agg.n, 0)
-                                         : 0;  // COO: the partition as it is
+  size_t bytes = use_bitmap(x, x->r) ? bitmap_bytes(x, x->r) : 0;
   char* block = bytes > 0 ? hvds__sparse_buf_alloc(bytes) : NULL;
   *mine = hvds__sparse_buf_alloc(hvds__sparse_qblock_bound(lay, &me, x->c->quant_bits));
   hvds_result_t rc = *mine == NULL || (bytes > 0 && block == NULL) ? HVDS_SYSTEM_ERROR
@@ -280,15 +259,11 @@ static void collect(const zen_t* x, uint64_t* key) {
   for (int j = 0; j < x->P; j++) {
     const char* blk = x->gbuf + x->goff[j];
     size_t n = part_entries(x, j);
-    size_t bytes = (range_len(x, j) + 7) / 8, lo = range_lo(x, j);
-    if (!use_bitmap(x, j)) {  // hashed positions in the range, or indices
-      uint64_t base = hashed_order(x, j) ? lo : 0;
-      for (size_t i = 0; i < n; i++) {
-        uint64_t at = base + (uint64_t)hvds__sparse_idx_get(lay, blk, i);
-        key[e++] = hashed_order(x, j) ? hvds__zen_hash_inv(&x->h, at) : at;
-      }
+    if (!use_bitmap(x, j)) {
+      for (size_t i = 0; i < n; i++) key[e++] = (uint64_t)hvds__sparse_idx_get(lay, blk, i);
       continue;
     }
+    size_t bytes = (range_len(x, j) + 7) / 8, lo = range_lo(x, j);
     for (size_t b = 0; b < bytes; b++)
       for (unsigned v = (unsigned char)blk[b]; v != 0; v &= v - 1)
         key[e++] = hvds__zen_hash_inv(&x->h, lo + b * 8 + (size_t)__builtin_ctz(v));
@@ -307,18 +282,18 @@ static hvds_result_t decode_merge(zen_t* x, hvds_sstream_t* out) {
   return HVDS_SUCCESS;
 }
 
-/* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. With a partition
- * in hashed order among them, the gathered rows are read in gathered order and each is
+/* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. With a bitmap
+ * among the partitions (hashed order), the gathered rows are read in gathered order and each is
  * written at its index, or at its index's rank. */
 static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   size_t rb = hvds__sparse_row_bytes(lay), total = 0;
-  int hashed = 0;
+  int bitmaps = 0;
   for (int j = 0; j < x->P; j++) {
     total += part_entries(x, j);
-    hashed += hashed_order(x, j);
+    bitmaps += use_bitmap(x, j);
   }
-  if (hashed == 0) return decode_merge(x, out);
+  if (bitmaps == 0) return decode_merge(x, out);
   int dense = hvds__sparse_dense_rule(lay, total, lay->dim);
   uint64_t* key = malloc((total > 0 ? 2 * total : 1) * sizeof(uint64_t));
   if (key == NULL) return hvds__sparse_nomem(x->c, "zen");
