@@ -241,8 +241,9 @@ static hvds_result_t alltoall_packed(hvds_sparse_ctx_t* c, const int* map, int m
 
 hvds_result_t hvds__sparse_alltoall_streams(hvds_sparse_ctx_t* c, const int* map, int m, int v,
                                             const char* sbuf, const size_t* soff,
-                                            const uint64_t* scount, char** rbuf, size_t* roff,
-                                            size_t* rbytes, uint64_t* rcount, size_t* sent) {
+                                            const size_t* sbytes, const uint64_t* scount,
+                                            char** rbuf, size_t* roff, size_t* rbytes,
+                                            uint64_t* rcount, size_t* sent) {
   *rbuf = NULL;
   if (c->packed)
     return alltoall_packed(c, map, m, v, sbuf, soff, scount, rbuf, roff, rbytes, rcount, sent);
@@ -255,21 +256,12 @@ hvds_result_t hvds__sparse_alltoall_streams(hvds_sparse_ctx_t* c, const int* map
                (unsigned long long)rcount[j], c->lay.dim);
       return HVDS_INTERNAL_ERROR;
     }
-  size_t* sbytes = malloc((size_t)m * sizeof(size_t));
-  if (sbytes == NULL) return hvds__sparse_nomem(c, "sparse all-to-all");
   *sent = 0;
-  for (int j = 0; j < m; j++) {
-    sbytes[j] = hvds__sstream_bytes(&c->lay, scount[j], 0);
-    *sent += j != v ? sbytes[j] : 0;
-  }
+  for (int j = 0; j < m; j++) *sent += j != v ? sbytes[j] : 0;
   size_t total = stream_offsets(&c->lay, m, rcount, roff, rbytes);
-  if ((*rbuf = hvds__sparse_buf_alloc(total)) == NULL) {
-    free(sbytes);
+  if ((*rbuf = hvds__sparse_buf_alloc(total)) == NULL)
     return hvds__sparse_nomem(c, "sparse all-to-all");
-  }
-  rc = hvds__sparse_alltoallv(c, map, m, v, sbuf, soff, sbytes, *rbuf, roff, rbytes);
-  free(sbytes);
-  return rc;
+  return hvds__sparse_alltoallv(c, map, m, v, sbuf, soff, sbytes, *rbuf, roff, rbytes);
 }
 
 hvds_result_t hvds__sparse_rd_allgather(hvds_sparse_ctx_t* c, const int* map, int p2, int v,

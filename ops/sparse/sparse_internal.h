@@ -90,7 +90,7 @@ hvds_result_t hvds__sparse_alltoallv(hvds_sparse_ctx_t* c, const int* map, int m
 hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, int m, int v,
                                         const uint64_t* send, uint64_t* recv);
 /* Personalized exchange of sparse streams over the whole index space, in the stream layout:
- * block j (scount[j] entries at sbuf + soff[j]) goes to virtual rank j (as in
+ * block j (scount[j] entries, sbytes[j] bytes at sbuf + soff[j]) goes to virtual rank j (as in
  * hvds__sparse_alltoallv); the block from j lands in *rbuf (allocated here, the caller frees it
  * with hvds__sparse_buf_free) at roff[j]: rcount[j] entries, rbytes[j] bytes. The counts travel
  * first; with c->packed each block but the own one goes packed (indices delta-coded, values as
@@ -99,9 +99,10 @@ hvds_result_t hvds__sparse_alltoall_u64(hvds_sparse_ctx_t* c, const int* map, in
  * rank. */
 hvds_result_t hvds__sparse_alltoall_streams(hvds_sparse_ctx_t* c, const int* map, int m, int v,
                                             const char* sbuf, const size_t* soff,
-                                            const uint64_t* scount, char** rbuf /* OUT */,
-                                            size_t* roff /* OUT */, size_t* rbytes /* OUT */,
-                                            uint64_t* rcount /* OUT */, size_t* sent /* OUT */);
+                                            const size_t* sbytes, const uint64_t* scount,
+                                            char** rbuf /* OUT */, size_t* roff /* OUT */,
+                                            size_t* rbytes /* OUT */, uint64_t* rcount /* OUT */,
+                                            size_t* sent /* OUT */);
 /* Allgather of blocks by recursive doubling among p2 (a power of two) virtual ranks: block j
  * occupies [off[j], off[j + 1]) of buf, this rank's is filled on entry, all are on return. */
 hvds_result_t hvds__sparse_rd_allgather(hvds_sparse_ctx_t* c, const int* map, int p2, int v,

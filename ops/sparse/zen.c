@@ -131,8 +131,8 @@ static hvds_result_t push(zen_t* x, const hvds_sstream_t* in) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   if (partition(x, in) != HVDS_SUCCESS) return hvds__sparse_nomem(x->c, "zen");
   hvds_result_t rc =
-      hvds__sparse_alltoall_streams(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->scount, &x->rbuf,
-                                    x->roff, x->rbytes, x->rcount, &x->pushed);
+      hvds__sparse_alltoall_streams(x->c, NULL, x->P, x->r, x->sbuf, x->soff, x->sbytes, x->scount,
+                                    &x->rbuf, x->roff, x->rbytes, x->rcount, &x->pushed);
   if (rc != HVDS_SUCCESS) return rc;
   for (int j = 0; j < x->P; j++)
     hvds__sstream_view(lay, x->rbuf + x->roff[j], 0, lay->dim, x->rcount[j], 0, &x->parts[j]);

@@ -3,8 +3,8 @@ with --interleave, and checks its rows: every algorithm present, no wrong elemen
 compares each algorithm's result with the dense allreduce's), more timed operations than -n
 where --min-time asks for them (operations under 10 ms), times positive and the
 minimum at most the median; --algorithm with names separated by commas gives those rows, and an
-unknown name among them is refused. With the runtime library as LIB, also that the rows carry what the
-cost model was given: priced again through the library (bench/sparse_replay.py), each row's
+unknown name among them is refused. With the runtime library as LIB, also that the rows carry
+what the cost model was given: priced again through the library (bench/sparse_replay.py), each row's
 inputs give its model_ms, and the auto row's the runtime's pick. A job that hangs fails after
 JOB_TIMEOUT seconds.
 

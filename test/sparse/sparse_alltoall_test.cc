@@ -47,13 +47,14 @@ std::vector<Outcome> exchange(int P, int packed) {
       P,
       [&](hvds_p2p_t* p) {
         int r = p->rank;
-        std::vector<size_t> soff(P), roff(P), rbytes(P);
+        std::vector<size_t> soff(P), sbytes(P), roff(P), rbytes(P);
         std::vector<uint64_t> scount(P), rcount(P);
         size_t total = 0;
         for (int j = 0; j < P; j++) {
           scount[j] = entries(r, j);
           soff[j] = total;
-          total += hvds__sstream_bytes(&lay, scount[j], 0);
+          sbytes[j] = hvds__sstream_bytes(&lay, scount[j], 0);
+          total += sbytes[j];
         }
         std::vector<char> sbuf(total + 8, 0);
         for (int j = 0; j < P; j++) {
@@ -73,8 +74,8 @@ std::vector<Outcome> exchange(int P, int packed) {
         char* rbuf = nullptr;
         Outcome& o = out[r];
         o.rc = hvds__sparse_alltoall_streams(&c, nullptr, P, r, sbuf.data(), soff.data(),
-                                             scount.data(), &rbuf, roff.data(), rbytes.data(),
-                                             rcount.data(), &o.sent);
+                                             sbytes.data(), scount.data(), &rbuf, roff.data(),
+                                             rbytes.data(), rcount.data(), &o.sent);
         o.error = p->error;
         for (int j = 0; o.rc == HVDS_SUCCESS && j < P; j++) {
           Block want = make_block(j, r, entries(j, r));
