@@ -1,5 +1,5 @@
-/* The sparse stream (sparse_stream.h): layout checks, memory, scatter to dense, and the radix
- * sort everything uses. Merging and splitting live in sparse_merge.c, the caller's input in
+/* The sparse stream (sparse_stream.h): layout checks, memory and scatter to dense. Orderings
+ * live in sparse_sort.c, merging and splitting in sparse_merge.c, the caller's input in
  * sparse_input.c. */
 #include "sparse_stream.h"
 
@@ -133,98 +133,6 @@ hvds_result_t hvds__sstream_own(const hvds_sparse_layout_t* lay, hvds_sstream_t*
     return HVDS_SYSTEM_ERROR;
   memcpy(t.base, s->base, hvds__sstream_bytes(lay, s->n, s->dense));
   *s = t;
-  return HVDS_SUCCESS;
-}
-
-/* ---- Radix sort ---- */
-
-/* One stable counting pass on byte `shift` of the keys; returns 0 when every key has the same
- * byte there (nothing moved). */
-static int radix_pass(const uint64_t* k, const uint64_t* v, uint64_t* k2, uint64_t* v2, size_t n,
-                      int shift) {
-  size_t count[257] = {0};
-  for (size_t i = 0; i < n; i++) count[((k[i] >> shift) & 0xff) + 1]++;
-  for (int d = 0; d < 256; d++)
-    if (count[d + 1] == n) return 0;
-  for (int d = 0; d < 256; d++) count[d + 1] += count[d];
-  for (size_t i = 0; i < n; i++) {
-    size_t at = count[(k[i] >> shift) & 0xff]++;
-    k2[at] = k[i];
-    v2[at] = v[i];
-  }
-  return 1;
-}
-
-hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, uint64_t max_key) {
-  if (n < 2) return HVDS_SUCCESS;
-  uint64_t* tmp = malloc(2 * n * sizeof(uint64_t));
-  if (tmp == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t *k = key, *v = val, *k2 = tmp, *v2 = tmp + n;
-  for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += 8) {
-    if (!radix_pass(k, v, k2, v2, n, shift)) continue;
-    uint64_t *tk = k, *tv = v;
-    k = k2, v = v2, k2 = tk, v2 = tv;
-  }
-  if (k != key) {
-    memcpy(key, k, n * sizeof(uint64_t));
-    memcpy(val, v, n * sizeof(uint64_t));
-  }
-  free(tmp);
-  return HVDS_SUCCESS;
-}
-
-/* Radix passes for keys up to max_key (one per byte). */
-static double radix_passes(double max_key) {
-  double p = 0;
-  for (; max_key >= 1 && p < 8; p++) max_key /= 256;
-  return p;
-}
-
-/* The bitmap ranking's steps: mark n, a prefix count over the range's 64-bit words, rank n,
- * list the n marks over the words again. */
-static double rank_steps(double n, double max_key) { return 3 * n + 2 * (max_key / 64 + 1); }
-
-double hvds__sparse_sort_steps(double n, double max_key, int unique) {
-  double radix = 2 * n * radix_passes(max_key);
-  if (!unique) return radix;
-  double rank = rank_steps(n, max_key);
-  return rank < radix ? rank : radix;
-}
-
-/* Ranks through the radix sort of (key, position) pairs; the sorted keys replace the keys. */
-static hvds_result_t ranks_by_sort(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank) {
-  uint64_t* pos = malloc(n * sizeof(uint64_t));
-  if (pos == NULL) return HVDS_SYSTEM_ERROR;
-  for (size_t i = 0; i < n; i++) pos[i] = i;
-  hvds_result_t rc = hvds__sparse_sort_pairs(key, pos, n, max_key);
-  for (size_t t = 0; rc == HVDS_SUCCESS && t < n; t++) rank[pos[t]] = t;
-  free(pos);
-  return rc;
-}
-
-hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank) {
-  if (n == 0) return HVDS_SUCCESS;
-  if (rank_steps((double)n, (double)max_key) >= 2 * (double)n * radix_passes((double)max_key))
-    return ranks_by_sort(key, n, max_key, rank);
-  size_t words = (size_t)(max_key >> 6) + 1;
-  uint64_t* bits = calloc(2 * words, sizeof(uint64_t));
-  if (bits == NULL) return HVDS_SYSTEM_ERROR;
-  uint64_t* before = bits + words;
-  for (size_t i = 0; i < n; i++) bits[key[i] >> 6] |= 1ull << (key[i] & 63);
-  uint64_t acc = 0;
-  for (size_t w = 0; w < words; w++) {
-    before[w] = acc;
-    acc += hvds__popcount64(bits[w]);
-  }
-  for (size_t i = 0; i < n; i++) {
-    uint64_t w = key[i] >> 6;
-    rank[i] = before[w] + hvds__popcount64(bits[w] & ((1ull << (key[i] & 63)) - 1));
-  }
-  size_t t = 0;  // the marks, in order, are the sorted keys
-  for (size_t w = 0; w < words; w++)
-    for (uint64_t b = bits[w]; b != 0; b &= b - 1)
-      key[t++] = (w << 6) + (uint64_t)__builtin_ctzll(b);
-  free(bits);
   return HVDS_SUCCESS;
 }
 

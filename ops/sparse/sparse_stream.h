@@ -130,6 +130,16 @@ hvds_result_t hvds__sparse_sort_pairs(uint64_t* key, uint64_t* val, size_t n, ui
  * the radix sort. */
 hvds_result_t hvds__sparse_rank_unique(uint64_t* key, size_t n, uint64_t max_key, uint64_t* rank);
 
+/* The sorted stream of n entries with distinct keys <= max_key given in any order: key i with
+ * the i-th row of the segments (count[s] rows at rows[s], segment after segment). Writes the n
+ * indices in increasing order at out_idx and each row at its key's rank at out_val. A bucket of
+ * the key range at a time, so that the rows are written within a window the caches hold (one
+ * rank array over the whole range wrote each row to a random place in memory). */
+hvds_result_t hvds__sparse_sort_rows_unique(const hvds_sparse_layout_t* lay, const uint64_t* key,
+                                            size_t n, uint64_t max_key, const char* const* rows,
+                                            const size_t* count, int segs, char* out_idx,
+                                            char* out_val);
+
 /* Entry steps the radix sort takes, or with unique set the ranking's (the cost model's local
  * work; one step moves or counts one entry, a range word counts one). */
 double hvds__sparse_sort_steps(double n, double max_key, int unique);

@@ -283,8 +283,9 @@ static hvds_result_t decode_merge(zen_t* x, hvds_sstream_t* out) {
 }
 
 /* Pull, part 2: the result over [0, dim), dense by the byte rule, else sorted. With a bitmap
- * among the partitions (hashed order), the gathered rows are read in gathered order and each is
- * written at its index, or at its index's rank. */
+ * among the partitions (hashed order), every gathered entry's index is listed in gathered order;
+ * a dense result takes each row at its index, a sparse one sorts the rows by index a bucket of
+ * the range at a time (hvds__sparse_sort_rows_unique). */
 static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   const hvds_sparse_layout_t* lay = &x->c->lay;
   size_t rb = hvds__sparse_row_bytes(lay), total = 0;
@@ -295,29 +296,34 @@ static hvds_result_t decode(zen_t* x, hvds_sstream_t* out) {
   }
   if (bitmaps == 0) return decode_merge(x, out);
   int dense = hvds__sparse_dense_rule(lay, total, lay->dim);
-  uint64_t* key = malloc((total > 0 ? 2 * total : 1) * sizeof(uint64_t));
-  if (key == NULL) return hvds__sparse_nomem(x->c, "zen");
-  uint64_t* at = dense ? key : key + total;
-  collect(x, key);
-  hvds_result_t rc = dense ? HVDS_SUCCESS : hvds__sparse_rank_unique(key, total, lay->dim - 1, at);
-  if (rc == HVDS_SUCCESS)
-    rc = hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out);
-  if (rc != HVDS_SUCCESS) {
-    free(key);
-    return hvds__sparse_nomem(x->c, "zen");
-  }
-  char* ov = hvds__sstream_val(lay, out);
-  if (dense) memset(ov, 0, lay->dim * rb);
-  for (size_t t = 0; !dense && t < total; t++)  // key is sorted now
-    hvds__sparse_idx_set(lay, out->base, t, (int64_t)key[t]);
-  size_t e = 0;
-  for (int j = 0; j < x->P; j++) {
-    const char* rows = x->gbuf + rows_at(x, j);
-    for (size_t t = 0; t < part_entries(x, j); t++, e++)
-      hvds__sparse_row_copy(ov + at[e] * rb, rows + t * rb, rb);
+  uint64_t* key = malloc((total > 0 ? total : 1) * sizeof(uint64_t));
+  const char** rows = malloc((size_t)x->P * sizeof(char*));
+  size_t* count = malloc((size_t)x->P * sizeof(size_t));
+  hvds_result_t rc =
+      key == NULL || rows == NULL || count == NULL
+          ? HVDS_SYSTEM_ERROR
+          : hvds__sstream_alloc(lay, 0, lay->dim, dense ? lay->dim : total, dense, out);
+  if (rc == HVDS_SUCCESS) {
+    collect(x, key);
+    for (int j = 0; j < x->P; j++) rows[j] = x->gbuf + rows_at(x, j), count[j] = part_entries(x, j);
+    char* ov = hvds__sstream_val(lay, out);
+    if (dense) {
+      memset(ov, 0, lay->dim * rb);
+      size_t e = 0;
+      for (int j = 0; j < x->P; j++)
+        for (size_t t = 0; t < count[j]; t++, e++)
+          hvds__sparse_row_copy(ov + key[e] * rb, rows[j] + t * rb, rb);
+    } else {
+      rc = hvds__sparse_sort_rows_unique(lay, key, total, lay->dim - 1, rows, count, x->P,
+                                         out->base, ov);
+    }
   }
   free(key);
-  return HVDS_SUCCESS;
+  free(rows);
+  free(count);
+  if (rc == HVDS_SUCCESS) return HVDS_SUCCESS;
+  hvds__sstream_free(out);
+  return hvds__sparse_nomem(x->c, "zen");
 }
 
 /* Logs and records this call's imbalance figures. */

@@ -313,6 +313,47 @@ TEST(SparseStream, UniqueRanksRankDenseRangesAndFallBackOnSparseOnes) {
                    hvds__sparse_sort_steps(100, 1099511627775.0, 0));
 }
 
+// Rows given in any order, in segments, come out sorted by their distinct keys, each row with
+// its own key: ranges of one bucket and of many (2^15 keys a bucket), rows of one and of three
+// values, 32- and 64-bit indices, empty segments among them.
+TEST(SparseStream, SortRowsUniquePutsEveryRowAtItsKeysRank) {
+  std::mt19937_64 rng(29);
+  for (uint64_t max_key : {uint64_t{1000}, uint64_t{1} << 20, (uint64_t{1} << 33) + 5}) {
+    for (size_t row : {size_t{1}, size_t{3}}) {
+      hvds_sparse_layout_t lay = {max_key + 1, row, HVDS_FLOAT32,
+                                  max_key > INT32_MAX ? HVDS_INT64 : HVDS_INT32};
+      size_t n = max_key < 5000 ? 400 : 5000;
+      std::set<uint64_t> seen;
+      while (seen.size() < n)
+        seen.insert(max_key < (uint64_t{1} << 30) ? rng() % (max_key + 1)
+                                                  : rng() % (1u << 22) << 11);
+      std::vector<uint64_t> key(seen.begin(), seen.end());
+      std::shuffle(key.begin(), key.end(), rng);
+      std::vector<float> val(n * row);  // row i's values derive from its key
+      for (size_t i = 0; i < n; i++)
+        for (size_t d = 0; d < row; d++) val[i * row + d] = (float)(key[i] % 100003) + 0.25f * d;
+      size_t cut1 = n / 3, cut2 = n / 3;  // segments of n / 3, 0 and the rest
+      std::vector<const char*> seg = {(const char*)val.data(),
+                                      (const char*)(val.data() + cut1 * row),
+                                      (const char*)(val.data() + cut2 * row)};
+      std::vector<size_t> count = {cut1, 0, n - cut2};
+      size_t ib = hvds__sparse_idx_bytes(&lay);
+      std::vector<char> idx(n * ib);
+      std::vector<float> out(n * row, -1.0f);
+      ASSERT_EQ(hvds__sparse_sort_rows_unique(&lay, key.data(), n, max_key, seg.data(),
+                                              count.data(), 3, idx.data(), (char*)out.data()),
+                HVDS_SUCCESS);
+      std::vector<uint64_t> sorted = key;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t t = 0; t < n; t++) {
+        ASSERT_EQ((uint64_t)hvds__sparse_idx_get(&lay, idx.data(), t), sorted[t]) << max_key;
+        for (size_t d = 0; d < row; d++)
+          ASSERT_EQ(out[t * row + d], (float)(sorted[t] % 100003) + 0.25f * d) << max_key;
+      }
+    }
+  }
+}
+
 // Entries spread over m equal index ranges: m x the largest range's share, 1 when even (and for
 // empty or dense streams), m when all fall into one range.
 TEST(SparseStream, RangeImbalance) {
