@@ -262,6 +262,15 @@ static double block_add(const terms_t* t, double n, double len) {
   return sparse_stream(t, n, len) ? carry(t, n) : dense_steps(len * t->rb * 2);
 }
 
+/* hvds__sparse_sort_rows_unique's steps for n rows over the whole range: by buckets, a count, a
+ * mark and a listing per entry, each row moved twice, three passes over the range's words;
+ * else the ranking, and each row written at its rank. */
+static double sort_rows_steps(const terms_t* t, double n) {
+  if (hvds__sparse_sort_rows_bucketed((size_t)n, (uint64_t)t->N - 1))
+    return 3 * n + 2 * carry(t, n) + 3 * (t->N / 64);
+  return hvds__sparse_sort_steps(n, t->N - 1, 1) + carry(t, n);
+}
+
 static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_sparse_problem_t* x) {
   double k = t->k, KP = hvds__sparse_union(x, t->P), Nb = t->N * t->rb, L = levels(t);
   switch (a) {
@@ -300,9 +309,8 @@ static double algo_steps(hvds_sparse_algo_t a, const terms_t* t, const hvds_spar
       int bitmap = zen_bitmap(t, per, part);
       double encode =
           bitmap ? hvds__sparse_sort_steps(per, part - 1, 1) + carry(t, per) : carry(t, per);
-      // COO partitions merge (sorted, disjoint); bitmap ones are ranked by index
-      double decode =
-          bitmap ? hvds__sparse_sort_steps(KP, t->N - 1, 1) + carry(t, KP) : 2 * carry(t, KP) * L;
+      // COO partitions merge (sorted, disjoint); with bitmaps among them the rows are sorted
+      double decode = bitmap ? sort_rows_steps(t, KP) : 2 * carry(t, KP) * L;
       return carry(t, 2 * k) + tree_merge_steps(t, x, k / t->P, part, t->P) + encode + decode;
     }
     default:

@@ -184,13 +184,17 @@ static hvds_result_t sort_rows_by_rank(const hvds_sparse_layout_t* lay, const ui
   return rc;
 }
 
+int hvds__sparse_sort_rows_bucketed(size_t n, uint64_t max_key) {
+  return (max_key >> RANK_BUCKET_BITS) < n;  // fewer buckets than entries
+}
+
 hvds_result_t hvds__sparse_sort_rows_unique(const hvds_sparse_layout_t* lay, const uint64_t* key,
                                             size_t n, uint64_t max_key, const char* const* rows,
                                             const size_t* count, int segs, char* out_idx,
                                             char* out_val) {
   if (n == 0) return HVDS_SUCCESS;
   size_t rb = hvds__sparse_row_bytes(lay);
-  if ((max_key >> RANK_BUCKET_BITS) >= n)  // more buckets than entries
+  if (!hvds__sparse_sort_rows_bucketed(n, max_key))
     return sort_rows_by_rank(lay, key, n, max_key, rows, count, segs, out_idx, out_val);
   buckets_t B;
   char* moved = malloc(n * rb);  // the rows in bucket order

@@ -140,6 +140,11 @@ hvds_result_t hvds__sparse_sort_rows_unique(const hvds_sparse_layout_t* lay, con
                                             const size_t* count, int segs, char* out_idx,
                                             char* out_val);
 
+/* 1 when hvds__sparse_sort_rows_unique sorts n entries over keys <= max_key by buckets (the
+ * range has fewer buckets than entries); else it ranks the keys as hvds__sparse_rank_unique does
+ * and writes each row at its rank. */
+int hvds__sparse_sort_rows_bucketed(size_t n, uint64_t max_key);
+
 /* Entry steps the radix sort takes, or with unique set the ranking's (the cost model's local
  * work; one step moves or counts one entry, a range word counts one). */
 double hvds__sparse_sort_steps(double n, double max_key, int unique);
